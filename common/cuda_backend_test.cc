@@ -1,0 +1,61 @@
+// Runs on a machine with a GPU; elsewhere every test reports itself skipped.
+#include "common/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "common/cuda_ops.h"
+#include "common/half.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool GpuPresent() {
+  int count = 0;
+  return cuda_ops::BuiltWithCuda() && cuda_ops::DeviceCount(&count).empty() &&
+         count > 0;
+}
+
+TEST(CudaBackendTest, WithoutGpuReportsAClearError) {
+  if (GpuPresent()) GTEST_SKIP() << "a GPU is present";
+  absl::StatusOr<std::shared_ptr<Backend>> backend =
+      GetBackend(Device::Cuda(0));
+  ASSERT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(backend.status().message(), HasSubstr("cuda:0"));
+  EXPECT_THAT(backend.status().message(), HasSubstr("--device=cpu"));
+}
+
+TEST(CudaBackendTest, IndexOutOfRangeIsRejected) {
+  if (!GpuPresent()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  EXPECT_EQ(GetBackend(Device::Cuda(1000)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CudaBackendTest, AllocatesCopiesAndFills) {
+  if (!GpuPresent()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  std::shared_ptr<Backend> gpu = *GetBackend(Device::Cuda(0));
+  constexpr int kCount = 1000003;  // Odd, larger than one fill block.
+  absl::StatusOr<Tensor> t = Tensor::Allocate(gpu, DType::kFloat16, {kCount});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->device().is_cuda());
+  ASSERT_TRUE(gpu->Fill(t->data(), DType::kFloat16, kCount, 0.1).ok());
+  std::vector<uint16_t> host(kCount);
+  ASSERT_TRUE(gpu->CopyToHost(host.data(), t->data(), t->byte_size()).ok());
+  for (uint16_t v : host) ASSERT_EQ(v, FloatToHalf(0.1f));
+
+  for (int i = 0; i < kCount; ++i) host[i] = static_cast<uint16_t>(i * 7);
+  ASSERT_TRUE(gpu->CopyFromHost(t->data(), host.data(), t->byte_size()).ok());
+  absl::StatusOr<Tensor> copy = t->CloneTo(gpu);
+  ASSERT_TRUE(copy.ok());
+  absl::StatusOr<Tensor> back = copy->CloneTo(*GetBackend(Device::Cpu()));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::memcmp(back->data(), host.data(), t->byte_size()), 0);
+}
+
+}  // namespace
+}  // namespace distopt

@@ -1,0 +1,39 @@
+// The few CUDA runtime operations the CUDA backend needs, behind a plain C++
+// interface so that only cuda_ops.cu is compiled by nvcc. When the build has
+// no CUDA toolkit, cuda_ops_unavailable.cc provides the same functions and
+// every one of them fails.
+//
+// Each operation returns an empty string on success and the CUDA error text
+// otherwise. All are safe to call from any thread; each selects `device`
+// on the calling thread first.
+#ifndef DISTOPT_COMMON_CUDA_OPS_H_
+#define DISTOPT_COMMON_CUDA_OPS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace distopt {
+namespace cuda_ops {
+
+// Whether this binary was compiled with the CUDA toolkit.
+bool BuiltWithCuda();
+
+std::string DeviceCount(int* count);
+std::string DeviceName(int device, std::string* name);
+std::string Malloc(int device, size_t bytes, void** pointer);
+std::string Free(int device, void* pointer);
+std::string CopyHostToDevice(int device, void* dst, const void* src,
+                             size_t bytes);
+std::string CopyDeviceToHost(int device, void* dst, const void* src,
+                             size_t bytes);
+std::string CopyDeviceToDevice(int device, void* dst, const void* src,
+                               size_t bytes);
+// Writes the low `element_size` bytes of `bits` (2, 4 or 8) `count` times.
+std::string Fill(int device, void* dst, int element_size, uint64_t bits,
+                 size_t count);
+
+}  // namespace cuda_ops
+}  // namespace distopt
+
+#endif  // DISTOPT_COMMON_CUDA_OPS_H_

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+echo "coverage tools are not available in this offline build" >&2
+exit 1
