@@ -1,0 +1,287 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/wire_parameter.h"
+#include "common/wire_tensor.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace distopt {
+namespace {
+
+// Values up to this size travel inside CreateParameter; the daemon returns
+// up to the same size inline from GetParameter.
+constexpr int64_t kInlineValueBytes = int64_t{3} << 20;
+// Room above the largest chunk or inline payload for the rest of a message.
+constexpr int kMaxMessageBytes = 8 << 20;
+
+// Prefixes a daemon's error with the worker and call, keeping the code.
+absl::Status Annotate(const grpc::Status& status, absl::string_view worker,
+                      absl::string_view call) {
+  absl::Status converted = FromGrpcStatus(status);
+  if (converted.ok()) return converted;
+  return absl::Status(converted.code(),
+                      absl::StrCat("worker ", worker, ": ", call, ": ",
+                                   converted.message()));
+}
+
+void SetRef(const RemoteParameter& parameter, v1::ParameterRef* ref) {
+  ref->set_id(parameter.id);
+}
+
+}  // namespace
+
+Client::Client(ClientOptions options) : options_(std::move(options)) {}
+
+std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
+  absl::MutexLock lock(&mutex_);
+  auto it = channels_.find(worker);
+  if (it != channels_.end()) return it->second;
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  arguments.SetMaxSendMessageSize(kMaxMessageBytes);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      worker, grpc::InsecureChannelCredentials(), arguments);
+  channels_.emplace(worker, channel);
+  return channel;
+}
+
+std::unique_ptr<v1::ParameterService::Stub> Client::ParameterStub(
+    const std::string& worker) {
+  return v1::ParameterService::NewStub(Channel(worker));
+}
+
+void Client::SetDeadline(grpc::ClientContext& context,
+                         int64_t payload_bytes) const {
+  const absl::Duration transfer = absl::Seconds(
+      static_cast<double>(payload_bytes) / options_.min_stream_bytes_per_second);
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + options_.rpc_timeout + transfer));
+}
+
+absl::StatusOr<RemoteParameter> Client::CreateParameter(
+    const std::string& worker, const std::string& name, DType dtype,
+    const Shape& shape, const v1::Initializer& initializer) {
+  v1::CreateParameterRequest request;
+  request.set_name(name);
+  request.set_dtype(DTypeToProto(dtype));
+  request.mutable_shape()->Assign(shape.begin(), shape.end());
+  *request.mutable_initializer() = initializer;
+  v1::ParameterInfo response;
+  grpc::ClientContext context;
+  SetDeadline(context, 0);
+  grpc::Status status =
+      ParameterStub(worker)->CreateParameter(&context, request, &response);
+  if (!status.ok()) return Annotate(status, worker, "CreateParameter");
+  return RemoteParameter{worker, response.id()};
+}
+
+absl::StatusOr<RemoteParameter> Client::CreateParameterFrom(
+    const std::string& worker, const std::string& name, const Tensor& values) {
+  if (!values.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("values: ", values.DebugString(),
+                     "; expected a host (cpu) tensor"));
+  }
+  const int64_t bytes = static_cast<int64_t>(values.byte_size());
+  if (bytes <= kInlineValueBytes) {
+    v1::Initializer initializer;
+    initializer.mutable_values()->set_data(
+        static_cast<const char*>(values.data()), values.byte_size());
+    return CreateParameter(worker, name, values.dtype(), values.shape(),
+                           initializer);
+  }
+  absl::StatusOr<RemoteParameter> parameter =
+      CreateParameter(worker, name, values.dtype(), values.shape());
+  if (!parameter.ok()) return parameter;
+  absl::StatusOr<ParameterInfo> written = WriteParameter(*parameter, values);
+  if (!written.ok()) {
+    // Leave nothing half made; the write's error is the one to report.
+    DeleteParameter(*parameter).IgnoreError();
+    return written.status();
+  }
+  return parameter;
+}
+
+absl::StatusOr<ParameterInfo> Client::GetParameter(
+    const RemoteParameter& parameter) {
+  v1::GetParameterRequest request;
+  SetRef(parameter, request.mutable_parameter());
+  v1::GetParameterResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context, 0);
+  grpc::Status status = ParameterStub(parameter.worker)
+                            ->GetParameter(&context, request, &response);
+  if (!status.ok()) return Annotate(status, parameter.worker, "GetParameter");
+  return ParameterInfoFromProto(response.info());
+}
+
+absl::StatusOr<RemoteParameter> Client::FindParameter(const std::string& worker,
+                                                      const std::string& name) {
+  v1::GetParameterRequest request;
+  request.mutable_parameter()->set_name(name);
+  v1::GetParameterResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context, 0);
+  grpc::Status status =
+      ParameterStub(worker)->GetParameter(&context, request, &response);
+  if (!status.ok()) return Annotate(status, worker, "GetParameter");
+  return RemoteParameter{worker, response.info().id()};
+}
+
+absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
+  absl::StatusOr<ParameterInfo> info = GetParameter(parameter);
+  if (!info.ok()) return info.status();
+  absl::Status last_error;
+  for (int attempt = 0; attempt < std::max(1, options_.read_attempts);
+       ++attempt) {
+    v1::ReadParameterRequest request;
+    SetRef(parameter, request.mutable_parameter());
+    request.set_chunk_bytes(std::min<int64_t>(options_.chunk_bytes, 1 << 20));
+    grpc::ClientContext context;
+    SetDeadline(context, info->byte_size);
+    std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> reader =
+        ParameterStub(parameter.worker)->ReadParameter(&context, request);
+    v1::ParameterChunk chunk;
+    absl::StatusOr<Tensor> values;
+    int64_t received = 0;
+    absl::Status problem;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_info()) {
+        // The first chunk names the layout; it may differ from `info` if the
+        // parameter was replaced since.
+        absl::StatusOr<ParameterInfo> current =
+            ParameterInfoFromProto(chunk.info());
+        if (!current.ok()) {
+          problem = current.status();
+          break;
+        }
+        info = *current;
+        values = Tensor::AllocateHost(info->dtype, info->shape);
+        if (!values.ok()) {
+          problem = values.status();
+          break;
+        }
+      }
+      const int64_t end = chunk.offset() + static_cast<int64_t>(chunk.data().size());
+      if (!values.ok() || chunk.offset() < 0 ||
+          end > static_cast<int64_t>(values->byte_size())) {
+        problem = absl::InternalError(absl::StrCat(
+            "worker ", parameter.worker,
+            ": ReadParameter: chunk out of range or before the metadata"));
+        break;
+      }
+      std::memcpy(static_cast<char*>(values->data()) + chunk.offset(),
+                  chunk.data().data(), chunk.data().size());
+      received += static_cast<int64_t>(chunk.data().size());
+    }
+    if (!problem.ok()) {
+      context.TryCancel();
+      reader->Finish().IgnoreError();
+      return problem;
+    }
+    grpc::Status status = reader->Finish();
+    if (status.error_code() == grpc::StatusCode::ABORTED) {
+      last_error = Annotate(status, parameter.worker, "ReadParameter");
+      continue;  // Changed while reading: read the new values.
+    }
+    if (!status.ok()) return Annotate(status, parameter.worker, "ReadParameter");
+    if (!values.ok() || received != static_cast<int64_t>(values->byte_size())) {
+      return absl::InternalError(absl::StrCat(
+          "worker ", parameter.worker, ": ReadParameter: received ", received,
+          " bytes; expected ", info->byte_size));
+    }
+    return values;
+  }
+  return last_error;
+}
+
+absl::StatusOr<ParameterInfo> Client::WriteParameter(
+    const RemoteParameter& parameter, const Tensor& values) {
+  if (!values.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("values: ", values.DebugString(),
+                     "; expected a host (cpu) tensor"));
+  }
+  grpc::ClientContext context;
+  const int64_t total = static_cast<int64_t>(values.byte_size());
+  SetDeadline(context, total);
+  v1::ParameterInfo response;
+  std::unique_ptr<grpc::ClientWriter<v1::WriteParameterRequest>> writer =
+      ParameterStub(parameter.worker)->WriteParameter(&context, &response);
+  v1::WriteParameterRequest request;
+  SetRef(parameter, request.mutable_parameter());
+  request.set_dtype(DTypeToProto(values.dtype()));
+  request.mutable_shape()->Assign(values.shape().begin(),
+                                  values.shape().end());
+  const char* data = static_cast<const char*>(values.data());
+  const int64_t element = static_cast<int64_t>(ElementSize(values.dtype()));
+  const int64_t chunk = std::max(element, options_.chunk_bytes / element * element);
+  bool first = true;
+  int64_t offset = 0;
+  do {
+    const int64_t length = std::min(chunk, total - offset);
+    request.set_offset(offset);
+    request.set_data(data + offset, static_cast<size_t>(length));
+    // The daemon ends the stream early on a bad chunk: stop sending then, and
+    // let Finish() report why.
+    if (!writer->Write(request)) break;
+    if (first) {
+      request.clear_parameter();
+      request.clear_dtype();
+      request.clear_shape();
+      first = false;
+    }
+    offset += length;
+  } while (offset < total);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return Annotate(status, parameter.worker, "WriteParameter");
+  return ParameterInfoFromProto(response);
+}
+
+absl::StatusOr<std::vector<ParameterInfo>> Client::ListParameters(
+    const std::string& worker, const std::string& name_prefix) {
+  std::vector<ParameterInfo> all;
+  v1::ListParametersRequest request;
+  request.set_name_prefix(name_prefix);
+  do {
+    v1::ListParametersResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context, 0);
+    grpc::Status status =
+        ParameterStub(worker)->ListParameters(&context, request, &response);
+    if (!status.ok()) return Annotate(status, worker, "ListParameters");
+    for (const v1::ParameterInfo& proto : response.parameters()) {
+      absl::StatusOr<ParameterInfo> info = ParameterInfoFromProto(proto);
+      if (!info.ok()) return info.status();
+      all.push_back(*std::move(info));
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return all;
+}
+
+absl::StatusOr<ParameterInfo> Client::DeleteParameter(
+    const RemoteParameter& parameter) {
+  v1::DeleteParameterRequest request;
+  SetRef(parameter, request.mutable_parameter());
+  v1::DeleteParameterResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context, 0);
+  grpc::Status status = ParameterStub(parameter.worker)
+                            ->DeleteParameter(&context, request, &response);
+  if (!status.ok()) {
+    return Annotate(status, parameter.worker, "DeleteParameter");
+  }
+  return ParameterInfoFromProto(response.deleted());
+}
+
+}  // namespace distopt

@@ -1,0 +1,96 @@
+// Client: typed calls to distopt worker daemons.
+//
+// One gRPC channel per worker address, created on first use and shared.
+// Every call carries a deadline: `rpc_timeout` for unary calls, plus the
+// time to move the payload at `min_stream_bytes_per_second` for streams.
+// Large values are streamed in chunks under the hood, so the 4 MiB message
+// limit of gRPC never shows. Errors keep the daemon's status code and say
+// which worker and call failed. Thread-safe: share one Client per process.
+#ifndef DISTOPT_CLIENT_CLIENT_H_
+#define DISTOPT_CLIENT_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/initializers.h"
+#include "client/remote_parameter.h"
+#include "common/parameter_info.h"
+#include "common/tensor.h"
+#include "grpcpp/channel.h"
+#include "proto/distopt/v1/parameter.grpc.pb.h"
+
+namespace distopt {
+
+struct ClientOptions {
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // Slowest transfer rate a stream's deadline allows for.
+  double min_stream_bytes_per_second = 16.0 * (1 << 20);
+  // Chunk size of streamed reads and writes (at most 1 MiB for reads).
+  int64_t chunk_bytes = int64_t{1} << 20;
+  // How often a read is retried when the parameter changed under it.
+  int read_attempts = 3;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Creates a parameter on `worker` filled by `initializer`.
+  absl::StatusOr<RemoteParameter> CreateParameter(
+      const std::string& worker, const std::string& name, DType dtype,
+      const Shape& shape, const v1::Initializer& initializer = init::Zeros());
+
+  // Creates a parameter holding a copy of host tensor `values`. Values too
+  // large for one message are created as zeros and then streamed in; if that
+  // fails the new parameter is deleted again.
+  absl::StatusOr<RemoteParameter> CreateParameterFrom(
+      const std::string& worker, const std::string& name,
+      const Tensor& values);
+
+  absl::StatusOr<ParameterInfo> GetParameter(const RemoteParameter& parameter);
+  // Looks a parameter up by name.
+  absl::StatusOr<RemoteParameter> FindParameter(const std::string& worker,
+                                                const std::string& name);
+
+  // The values, streamed into a new host tensor.
+  absl::StatusOr<Tensor> ReadParameter(const RemoteParameter& parameter);
+
+  // Replaces the values with host tensor `values`, which must have the
+  // parameter's dtype and shape. All or nothing.
+  absl::StatusOr<ParameterInfo> WriteParameter(const RemoteParameter& parameter,
+                                               const Tensor& values);
+
+  // Every parameter on `worker` whose name starts with `name_prefix`.
+  absl::StatusOr<std::vector<ParameterInfo>> ListParameters(
+      const std::string& worker, const std::string& name_prefix = "");
+
+  absl::StatusOr<ParameterInfo> DeleteParameter(
+      const RemoteParameter& parameter);
+
+  // The shared channel to `worker`.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& worker);
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  std::unique_ptr<v1::ParameterService::Stub> ParameterStub(
+      const std::string& worker);
+  void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes) const;
+
+  const ClientOptions options_;
+  absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_CLIENT_CLIENT_H_

@@ -1,0 +1,182 @@
+#include "client/local_worker.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace distopt {
+namespace {
+
+bool IsExecutable(const std::string& path) {
+  struct stat info;
+  return !path.empty() && stat(path.c_str(), &info) == 0 &&
+         S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+std::string SelfPath() {
+  char buffer[4096];
+  const ssize_t length = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return length > 0 ? std::string(buffer, length) : "";
+}
+
+int ExitCodeOf(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return -1;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindWorkerBinary() {
+  const std::string explicit_path = Env("DISTOPT_WORKER_BINARY");
+  if (!explicit_path.empty()) {
+    if (IsExecutable(explicit_path)) return explicit_path;
+    return absl::NotFoundError(absl::StrCat(
+        "DISTOPT_WORKER_BINARY=", explicit_path, " is not an executable"));
+  }
+  const std::string relative = "distopt/server/distopt_worker";
+  const std::string self = SelfPath();
+  std::vector<std::string> candidates;
+  for (const char* variable : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const std::string root = Env(variable);
+    if (!root.empty()) candidates.push_back(root + "/" + relative);
+  }
+  if (!self.empty()) {
+    candidates.push_back(self + ".runfiles/" + relative);
+    const std::string dir = self.substr(0, self.rfind('/'));
+    candidates.push_back(dir + "/distopt_worker");
+    candidates.push_back(dir + "/../server/distopt_worker");
+  }
+  for (const std::string& candidate : candidates) {
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return absl::NotFoundError(
+      "distopt_worker not found: set DISTOPT_WORKER_BINARY, or run through "
+      "Bazel with //server:distopt_worker in data");
+}
+
+absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
+    const LocalWorkerOptions& options) {
+  std::string binary = options.binary;
+  if (binary.empty()) {
+    absl::StatusOr<std::string> found = FindWorkerBinary();
+    if (!found.ok()) return found.status();
+    binary = *found;
+  }
+  std::string temp_template =
+      (Env("TEST_TMPDIR").empty() ? std::string("/tmp") : Env("TEST_TMPDIR")) +
+      "/distopt_worker.XXXXXX";
+  if (mkdtemp(temp_template.data()) == nullptr) {
+    return absl::InternalError("cannot create a temporary folder");
+  }
+  const std::string temp_dir = temp_template;
+  const std::string port_file = temp_dir + "/port";
+
+  std::vector<std::string> arguments = {binary, "--listen=127.0.0.1:0",
+                                        "--port_file=" + port_file};
+  arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+
+  // The child must not inherit a blocked SIGTERM/SIGINT from its parent.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, binary.c_str(), nullptr, &attributes,
+                                argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  if (error != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot start ", binary, ": error ", error));
+  }
+  std::unique_ptr<LocalWorker> worker(new LocalWorker(pid, "", temp_dir));
+
+  const absl::Time deadline = absl::Now() + options.start_timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(port_file);
+    std::string address;
+    if (in >> address) {
+      worker->address_ = address;
+      return worker;
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      worker->exited_ = true;
+      worker->exit_code_ = ExitCodeOf(status);
+      return absl::FailedPreconditionError(
+          absl::StrCat(binary, " exited with code ", worker->exit_code_,
+                       " before serving (its stderr says why)"));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(binary, " did not report a port within ",
+                   absl::FormatDuration(options.start_timeout)));
+}
+
+void LocalWorker::Signal(int signal_number) {
+  if (!exited_) kill(pid_, signal_number);
+}
+
+absl::StatusOr<int> LocalWorker::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!exited_) {
+    int status = 0;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      exited_ = true;
+      exit_code_ = ExitCodeOf(status);
+      break;
+    }
+    if (done < 0) {
+      return absl::InternalError(absl::StrCat("waitpid(", pid_, ") failed"));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "distopt_worker ", pid_, " still running after ",
+          absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return exit_code_;
+}
+
+absl::StatusOr<int> LocalWorker::Stop(absl::Duration timeout) {
+  Signal(SIGTERM);
+  absl::StatusOr<int> code = Wait(timeout);
+  if (code.ok()) return code;
+  Signal(SIGKILL);
+  Wait(absl::InfiniteDuration()).IgnoreError();
+  return code.status();
+}
+
+LocalWorker::~LocalWorker() {
+  if (!exited_) Stop().IgnoreError();
+  std::remove((temp_dir_ + "/port").c_str());
+  rmdir(temp_dir_.c_str());
+}
+
+}  // namespace distopt

@@ -1,0 +1,70 @@
+// LocalWorker: starts a distopt_worker process on this machine and stops it.
+//
+// The daemon listens on 127.0.0.1 with a port the OS picks and reports it
+// through --port_file, so nothing guesses ports. Used by the examples, the
+// integration tests and the benchmarks; a trainer can use it to bring up
+// workers for a single-machine run. Not thread-safe.
+#ifndef DISTOPT_CLIENT_LOCAL_WORKER_H_
+#define DISTOPT_CLIENT_LOCAL_WORKER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace distopt {
+
+struct LocalWorkerOptions {
+  // Path of distopt_worker; empty means FindWorkerBinary().
+  std::string binary;
+  // Extra flags, for example {"--device=cuda:0", "--max_total_bytes=..."}.
+  std::vector<std::string> flags;
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+class LocalWorker {
+ public:
+  // Starts the daemon and waits until it serves. FAILED_PRECONDITION with
+  // the daemon's exit code if it exits first, DEADLINE_EXCEEDED if it does
+  // not report a port in time.
+  static absl::StatusOr<std::unique_ptr<LocalWorker>> Start(
+      const LocalWorkerOptions& options);
+  // Stops the daemon (SIGTERM, then SIGKILL after 30 s) if still running.
+  ~LocalWorker();
+  LocalWorker(const LocalWorker&) = delete;
+  LocalWorker& operator=(const LocalWorker&) = delete;
+
+  // "127.0.0.1:PORT".
+  const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal_number` to the daemon.
+  void Signal(int signal_number);
+  // Waits for the daemon to exit, up to `timeout`; returns its exit code
+  // (128 + N when killed by signal N), DEADLINE_EXCEEDED on timeout.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  // SIGTERM and Wait(); SIGKILL if the daemon does not exit within `timeout`.
+  absl::StatusOr<int> Stop(absl::Duration timeout = absl::Seconds(30));
+
+ private:
+  LocalWorker(pid_t pid, std::string address, std::string temp_dir)
+      : pid_(pid), address_(std::move(address)), temp_dir_(std::move(temp_dir)) {}
+
+  pid_t pid_;
+  std::string address_;
+  std::string temp_dir_;
+  bool exited_ = false;
+  int exit_code_ = 0;
+};
+
+// Finds distopt_worker: $DISTOPT_WORKER_BINARY, else the Bazel runfiles of
+// the running program (tests, `bazel run`), else next to the program.
+absl::StatusOr<std::string> FindWorkerBinary();
+
+}  // namespace distopt
+
+#endif  // DISTOPT_CLIENT_LOCAL_WORKER_H_

@@ -1,0 +1,133 @@
+// distopt_worker: one daemon per device, serving distopt.v1 over gRPC.
+//
+// Exit codes: 0 after a graceful shutdown (SIGTERM or SIGINT), 2 for bad
+// flags, 3 when the device is unavailable, 4 when the address cannot be
+// bound.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/device.h"
+#include "server/worker_server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "host:port to serve on; port 0 picks a free port, reported on "
+          "stdout and in --port_file");
+ABSL_FLAG(std::string, device, "cpu", "where parameters live: cpu or cuda:N");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, the bound host:port is written to this file once serving");
+ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
+ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
+ABSL_FLAG(std::vector<std::string>, peers, {},
+          "comma-separated addresses of the other ranks' daemons");
+ABSL_FLAG(std::string, rendezvous, "",
+          "rank 0's address, instead of --peers");
+ABSL_FLAG(uint64_t, max_tensor_bytes, 0,
+          "largest tensor the daemon accepts, in bytes (0: no limit)");
+ABSL_FLAG(uint64_t, max_total_bytes, 0,
+          "most tensor bytes the daemon holds at once (0: no limit)");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
+          "how long in-flight calls may run on after SIGTERM or SIGINT");
+
+namespace {
+
+constexpr int kExitBadFlags = 2;
+constexpr int kExitDeviceUnavailable = 3;
+constexpr int kExitCannotListen = 4;
+
+int Fail(int code, const absl::Status& status) {
+  std::fprintf(stderr, "distopt_worker: %s\n",
+               std::string(status.message()).c_str());
+  return code;
+}
+
+bool WritePortFile(const std::string& path, const std::string& address) {
+  // Write then rename, so a reader never sees a partial address.
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << address << "\n";
+    if (!out.good()) return false;
+  }
+  return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "distopt_worker --listen=HOST:PORT [--device=cpu|cuda:N] ...\n"
+      "Serves parameters, autograd and optimizers over gRPC (distopt.v1).");
+  absl::ParseCommandLine(argc, argv);
+
+  distopt::WorkerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  absl::StatusOr<distopt::Device> device =
+      distopt::ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) {
+    return Fail(kExitBadFlags,
+                absl::InvalidArgumentError(
+                    absl::StrCat("--", device.status().message())));
+  }
+  options.device = *device;
+  options.port_file = absl::GetFlag(FLAGS_port_file);
+  options.rank = absl::GetFlag(FLAGS_rank);
+  options.world_size = absl::GetFlag(FLAGS_world_size);
+  options.peers = absl::GetFlag(FLAGS_peers);
+  options.rendezvous = absl::GetFlag(FLAGS_rendezvous);
+  options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  options.max_total_bytes = absl::GetFlag(FLAGS_max_total_bytes);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+
+  // Block the shutdown signals in every thread (gRPC's threads inherit the
+  // mask) and take them synchronously below with sigwait.
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGTERM);
+  sigaddset(&shutdown_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<distopt::WorkerServer>> worker =
+      distopt::WorkerServer::Start(options);
+  if (!worker.ok()) {
+    switch (worker.status().code()) {
+      case absl::StatusCode::kInvalidArgument:
+        return Fail(kExitBadFlags, worker.status());
+      case absl::StatusCode::kFailedPrecondition:
+        return Fail(kExitDeviceUnavailable, worker.status());
+      default:
+        return Fail(kExitCannotListen, worker.status());
+    }
+  }
+  if (!options.port_file.empty() &&
+      !WritePortFile(options.port_file, (*worker)->address())) {
+    return Fail(kExitBadFlags,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "--port_file=", options.port_file, ": cannot write it")));
+  }
+  // One parseable line for launchers and tests.
+  std::printf("distopt_worker listening address=%s port=%d device=%s pid=%d\n",
+              (*worker)->address().c_str(), (*worker)->port(),
+              options.device.ToString().c_str(), static_cast<int>(getpid()));
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&shutdown_signals, &signal_number);
+  std::fprintf(stderr,
+               "distopt_worker: %s received, finishing in-flight calls\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*worker)->Shutdown();
+  std::fprintf(stderr, "distopt_worker: stopped\n");
+  return 0;
+}

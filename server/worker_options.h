@@ -1,0 +1,44 @@
+// WorkerOptions: everything the daemon is configured with, filled from the
+// command line by main.cc and validated here, apart from the flags library
+// so that tests can build options directly.
+#ifndef DISTOPT_SERVER_WORKER_OPTIONS_H_
+#define DISTOPT_SERVER_WORKER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/device.h"
+
+namespace distopt {
+
+struct WorkerOptions {
+  // host:port to listen on; port 0 picks a free one.
+  std::string listen = "127.0.0.1:50051";
+  Device device = Device::Cpu();
+  // Where to write the bound address once listening ("" for nowhere).
+  std::string port_file;
+
+  // Data-parallel group (used by the collectives of later stages).
+  int rank = 0;
+  int world_size = 1;
+  std::vector<std::string> peers;  // The other daemons' addresses.
+  std::string rendezvous;          // Or: rank 0's address.
+
+  // Resource limits; 0 means none.
+  uint64_t max_tensor_bytes = 0;
+  uint64_t max_total_bytes = 0;
+
+  // How long in-flight calls may take to finish after SIGTERM or SIGINT.
+  absl::Duration shutdown_grace = absl::Seconds(30);
+};
+
+// INVALID_ARGUMENT naming the flag (--listen, --rank, ...) and what it
+// expects when the options are inconsistent.
+absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_WORKER_OPTIONS_H_

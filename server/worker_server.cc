@@ -1,0 +1,82 @@
+#include "server/worker_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpc/grpc.h"
+#include "grpcpp/server_builder.h"
+
+namespace distopt {
+namespace {
+
+using grpc::health::v1::HealthCheckResponse;
+
+// The services health reports on, besides the server as a whole ("").
+constexpr const char* kServedServices[] = {
+    "distopt.v1.ParameterService",
+};
+
+}  // namespace
+
+WorkerServer::WorkerServer(const WorkerOptions& options,
+                           std::shared_ptr<Backend> backend)
+    : options_(options),
+      budget_(options.max_tensor_bytes, options.max_total_bytes),
+      parameters_(std::move(backend), &budget_),
+      parameter_service_(&parameters_),
+      health_service_(&health_) {}
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const WorkerOptions& options) {
+  absl::Status status = ValidateWorkerOptions(options);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(options.device);
+  if (!backend.ok()) return backend.status();
+
+  std::unique_ptr<WorkerServer> worker(
+      new WorkerServer(options, *std::move(backend)));
+  worker->health_.Set("", HealthCheckResponse::NOT_SERVING);
+  for (const char* service : kServedServices) {
+    worker->health_.Set(service, HealthCheckResponse::NOT_SERVING);
+  }
+
+  // Lets grpcurl list and describe every service without .proto files.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Two daemons must never share a port: without this, gRPC binds with
+  // SO_REUSEPORT and a second daemon would silently split the traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
+                           &worker->port_);
+  builder.RegisterService(&worker->parameter_service_);
+  builder.RegisterService(&worker->health_service_);
+  worker->server_ = builder.BuildAndStart();
+  if (worker->server_ == nullptr || worker->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--listen=", options.listen,
+        ": cannot listen there (address in use, or not an address of this "
+        "machine)"));
+  }
+  const std::string host =
+      options.listen.substr(0, options.listen.rfind(':'));
+  worker->address_ = absl::StrCat(host, ":", worker->port_);
+  worker->health_.SetAll(HealthCheckResponse::SERVING);
+  return worker;
+}
+
+void WorkerServer::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;  // Never started serving.
+  shut_down_ = true;
+  health_.SetAll(HealthCheckResponse::NOT_SERVING);
+  // Watch streams send NOT_SERVING, then end so that shutdown can finish.
+  health_.Close();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  server_->Wait();
+}
+
+WorkerServer::~WorkerServer() { Shutdown(); }
+
+}  // namespace distopt

@@ -1,0 +1,57 @@
+// WorkerServer: the daemon's gRPC server with every service, reflection and
+// health, built from WorkerOptions. main.cc adds flags and signals around
+// it; tests may run it in-process.
+//
+// Lifecycle: Start() binds and serves (health SERVING); Shutdown() flips
+// health to NOT_SERVING, lets in-flight calls finish within the grace period,
+// cancels what is left, and returns when the server has stopped. Shutdown()
+// may be called from any thread, once.
+#ifndef DISTOPT_SERVER_WORKER_SERVER_H_
+#define DISTOPT_SERVER_WORKER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "server/health_service.h"
+#include "server/memory_budget.h"
+#include "server/parameter_service.h"
+#include "server/parameter_store.h"
+#include "server/worker_options.h"
+
+namespace distopt {
+
+class WorkerServer {
+ public:
+  // INVALID_ARGUMENT for bad options, FAILED_PRECONDITION when the device is
+  // unavailable, UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(
+      const WorkerOptions& options);
+  ~WorkerServer();
+
+  // The bound address, with the actual port ("127.0.0.1:41234").
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  const WorkerOptions& options() const { return options_; }
+
+  void Shutdown();
+
+ private:
+  WorkerServer(const WorkerOptions& options, std::shared_ptr<Backend> backend);
+
+  const WorkerOptions options_;
+  MemoryBudget budget_;
+  ParameterStore parameters_;
+  HealthState health_;
+  ParameterServiceImpl parameter_service_;
+  HealthServiceImpl health_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_WORKER_SERVER_H_
