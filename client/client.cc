@@ -36,6 +36,44 @@ void SetRef(const RemoteParameter& parameter, v1::ParameterRef* ref) {
   ref->set_id(parameter.id);
 }
 
+// Copies the streamed chunks into `values`, checking the layout named by the
+// first chunk and that every byte arrives exactly once.
+absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
+                           absl::string_view worker, Tensor& values) {
+  v1::ParameterChunk chunk;
+  const int64_t size = static_cast<int64_t>(values.byte_size());
+  int64_t received = 0;
+  bool first = true;
+  while (reader.Read(&chunk)) {
+    if (first) {
+      first = false;
+      absl::StatusOr<ParameterInfo> info = ParameterInfoFromProto(chunk.info());
+      if (!info.ok()) return info.status();
+      if (info->dtype != values.dtype() || info->shape != values.shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "values: ", values.DebugString(), "; parameter \"", info->name,
+            "\" is ", DTypeName(info->dtype), ShapeToString(info->shape)));
+      }
+    }
+    const int64_t length = static_cast<int64_t>(chunk.data().size());
+    if (chunk.offset() < 0 || chunk.offset() > size - length) {
+      return absl::InternalError(
+          absl::StrCat("worker ", worker, ": ReadParameter: chunk [",
+                       chunk.offset(), ", +", length, ") is out of range"));
+    }
+    std::memcpy(static_cast<char*>(values.data()) + chunk.offset(),
+                chunk.data().data(), chunk.data().size());
+    received += length;
+  }
+  if (!first && received != size) {
+    return absl::InternalError(absl::StrCat("worker ", worker,
+                                            ": ReadParameter: received ",
+                                            received, " bytes; expected ",
+                                            size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {}
@@ -137,8 +175,24 @@ absl::StatusOr<RemoteParameter> Client::FindParameter(const std::string& worker,
 }
 
 absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
+  // A parameter's dtype and shape never change, so the buffer sized from
+  // the metadata fits whatever the stream brings.
   absl::StatusOr<ParameterInfo> info = GetParameter(parameter);
   if (!info.ok()) return info.status();
+  absl::StatusOr<Tensor> values = Tensor::AllocateHost(info->dtype, info->shape);
+  if (!values.ok()) return values.status();
+  absl::Status status = ReadParameterInto(parameter, *values);
+  if (!status.ok()) return status;
+  return values;
+}
+
+absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
+                                       Tensor& values) {
+  if (!values.device().is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("values: ", values.DebugString(),
+                     "; expected a host (cpu) tensor"));
+  }
   absl::Status last_error;
   for (int attempt = 0; attempt < std::max(1, options_.read_attempts);
        ++attempt) {
@@ -146,42 +200,10 @@ absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
     SetRef(parameter, request.mutable_parameter());
     request.set_chunk_bytes(std::min<int64_t>(options_.chunk_bytes, 1 << 20));
     grpc::ClientContext context;
-    SetDeadline(context, info->byte_size);
+    SetDeadline(context, static_cast<int64_t>(values.byte_size()));
     std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> reader =
         ParameterStub(parameter.worker)->ReadParameter(&context, request);
-    v1::ParameterChunk chunk;
-    absl::StatusOr<Tensor> values;
-    int64_t received = 0;
-    absl::Status problem;
-    while (reader->Read(&chunk)) {
-      if (chunk.has_info()) {
-        // The first chunk names the layout; it may differ from `info` if the
-        // parameter was replaced since.
-        absl::StatusOr<ParameterInfo> current =
-            ParameterInfoFromProto(chunk.info());
-        if (!current.ok()) {
-          problem = current.status();
-          break;
-        }
-        info = *current;
-        values = Tensor::AllocateHost(info->dtype, info->shape);
-        if (!values.ok()) {
-          problem = values.status();
-          break;
-        }
-      }
-      const int64_t end = chunk.offset() + static_cast<int64_t>(chunk.data().size());
-      if (!values.ok() || chunk.offset() < 0 ||
-          end > static_cast<int64_t>(values->byte_size())) {
-        problem = absl::InternalError(absl::StrCat(
-            "worker ", parameter.worker,
-            ": ReadParameter: chunk out of range or before the metadata"));
-        break;
-      }
-      std::memcpy(static_cast<char*>(values->data()) + chunk.offset(),
-                  chunk.data().data(), chunk.data().size());
-      received += static_cast<int64_t>(chunk.data().size());
-    }
+    absl::Status problem = ReceiveChunks(*reader, parameter.worker, values);
     if (!problem.ok()) {
       context.TryCancel();
       reader->Finish().IgnoreError();
@@ -190,15 +212,9 @@ absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
     grpc::Status status = reader->Finish();
     if (status.error_code() == grpc::StatusCode::ABORTED) {
       last_error = Annotate(status, parameter.worker, "ReadParameter");
-      continue;  // Changed while reading: read the new values.
+      continue;  // Changed while being read: read the new values.
     }
-    if (!status.ok()) return Annotate(status, parameter.worker, "ReadParameter");
-    if (!values.ok() || received != static_cast<int64_t>(values->byte_size())) {
-      return absl::InternalError(absl::StrCat(
-          "worker ", parameter.worker, ": ReadParameter: received ", received,
-          " bytes; expected ", info->byte_size));
-    }
-    return values;
+    return Annotate(status, parameter.worker, "ReadParameter");
   }
   return last_error;
 }

@@ -62,6 +62,11 @@ class Client {
 
   // The values, streamed into a new host tensor.
   absl::StatusOr<Tensor> ReadParameter(const RemoteParameter& parameter);
+  // The values, streamed into host tensor `values`, which must have the
+  // parameter's dtype and shape: reusing one buffer avoids the cost of
+  // touching fresh memory on every read.
+  absl::Status ReadParameterInto(const RemoteParameter& parameter,
+                                 Tensor& values);
 
   // Replaces the values with host tensor `values`, which must have the
   // parameter's dtype and shape. All or nothing.

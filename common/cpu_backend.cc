@@ -1,26 +1,23 @@
 #include "common/cpu_backend.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "common/fill.h"
+#include "common/host_block_cache.h"
 
 namespace distopt {
 namespace {
 
-constexpr size_t kAlignment = 64;
+// Freed large blocks kept for reuse, at most this many bytes.
+constexpr size_t kMaxCachedBytes = size_t{2} << 30;
 
 class CpuBackendImpl : public Backend {
  public:
   Device device() const override { return Device::Cpu(); }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
-    // aligned_alloc wants a multiple of the alignment, and non-zero.
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* pointer = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment
-                                                                : rounded);
+    void* pointer = blocks_.Allocate(bytes);
     if (pointer == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
@@ -28,7 +25,7 @@ class CpuBackendImpl : public Backend {
     return pointer;
   }
 
-  void Free(void* pointer) override { std::free(pointer); }
+  void Free(void* pointer) override { blocks_.Free(pointer); }
 
   absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
     if (bytes != 0) std::memcpy(dst, src, bytes);
@@ -49,6 +46,9 @@ class CpuBackendImpl : public Backend {
     FillHost(dst, dtype, count, value);
     return absl::OkStatus();
   }
+
+ private:
+  HostBlockCache blocks_{kMaxCachedBytes};
 };
 
 }  // namespace

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package that distopt's build, tests, demo and
+# benchmarks need. Idempotent: when everything is present it changes nothing
+# and does not touch the network. Run as root (or with sudo) on Debian 12.
+set -euo pipefail
+
+packages=(
+  # Build
+  bazel-bootstrap        # Bazel 4.2, offline
+  g++
+  pkg-config             # third_party/system_libs.bzl finds libraries with it
+  protobuf-compiler      # protoc
+  protobuf-compiler-grpc # grpc_cpp_plugin
+  libprotobuf-dev
+  libgrpc++-dev
+  libabsl-dev
+  libopenblas-dev
+  # Tests and benchmarks
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null |
+      grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install_deps: done"
