@@ -75,7 +75,8 @@ void BM_RawTcpLoopback(benchmark::State& state) {
   std::vector<char> out(kBytes, 1);
   std::vector<char> in(kBytes);
   for (auto _ : state) {
-    if (!SendAll(fd, out.data(), kBytes) || !ReceiveAll(fd, in.data(), kBytes)) {
+    if (!SendAll(fd, out.data(), kBytes) ||
+        !ReceiveAll(fd, in.data(), kBytes)) {
       state.SkipWithError("socket transfer failed");
       break;
     }
@@ -86,7 +87,9 @@ void BM_RawTcpLoopback(benchmark::State& state) {
   server.join();
   close(listener);
 }
-BENCHMARK(BM_RawTcpLoopback)->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_RawTcpLoopback)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->MinTime(3.0);
 
 void BM_ParameterWriteRead(benchmark::State& state) {
@@ -123,7 +126,9 @@ void BM_ParameterWriteRead(benchmark::State& state) {
   }
   (*worker)->Stop().IgnoreError();
 }
-BENCHMARK(BM_ParameterWriteRead)->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_ParameterWriteRead)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->MinTime(3.0);
 
 // Keeps each benchmark's throughput for the ratio printed at the end.

@@ -27,9 +27,9 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view worker,
                       absl::string_view call) {
   absl::Status converted = FromGrpcStatus(status);
   if (converted.ok()) return converted;
-  return absl::Status(converted.code(),
-                      absl::StrCat("worker ", worker, ": ", call, ": ",
-                                   converted.message()));
+  return absl::Status(
+      converted.code(),
+      absl::StrCat("worker ", worker, ": ", call, ": ", converted.message()));
 }
 
 void SetRef(const RemoteParameter& parameter, v1::ParameterRef* ref) {
@@ -66,10 +66,9 @@ absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
     received += length;
   }
   if (!first && received != size) {
-    return absl::InternalError(absl::StrCat("worker ", worker,
-                                            ": ReadParameter: received ",
-                                            received, " bytes; expected ",
-                                            size));
+    return absl::InternalError(
+        absl::StrCat("worker ", worker, ": ReadParameter: received ", received,
+                     " bytes; expected ", size));
   }
   return absl::OkStatus();
 }
@@ -98,8 +97,9 @@ std::unique_ptr<v1::ParameterService::Stub> Client::ParameterStub(
 
 void Client::SetDeadline(grpc::ClientContext& context,
                          int64_t payload_bytes) const {
-  const absl::Duration transfer = absl::Seconds(
-      static_cast<double>(payload_bytes) / options_.min_stream_bytes_per_second);
+  const absl::Duration transfer =
+      absl::Seconds(static_cast<double>(payload_bytes) /
+                    options_.min_stream_bytes_per_second);
   context.set_deadline(
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout + transfer));
 }
@@ -124,9 +124,8 @@ absl::StatusOr<RemoteParameter> Client::CreateParameter(
 absl::StatusOr<RemoteParameter> Client::CreateParameterFrom(
     const std::string& worker, const std::string& name, const Tensor& values) {
   if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("values: ", values.DebugString(),
-                     "; expected a host (cpu) tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
   }
   const int64_t bytes = static_cast<int64_t>(values.byte_size());
   if (bytes <= kInlineValueBytes) {
@@ -179,7 +178,8 @@ absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
   // the metadata fits whatever the stream brings.
   absl::StatusOr<ParameterInfo> info = GetParameter(parameter);
   if (!info.ok()) return info.status();
-  absl::StatusOr<Tensor> values = Tensor::AllocateHost(info->dtype, info->shape);
+  absl::StatusOr<Tensor> values =
+      Tensor::AllocateHost(info->dtype, info->shape);
   if (!values.ok()) return values.status();
   absl::Status status = ReadParameterInto(parameter, *values);
   if (!status.ok()) return status;
@@ -189,9 +189,8 @@ absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
 absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
                                        Tensor& values) {
   if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("values: ", values.DebugString(),
-                     "; expected a host (cpu) tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
   }
   absl::Status last_error;
   for (int attempt = 0; attempt < std::max(1, options_.read_attempts);
@@ -222,9 +221,8 @@ absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
 absl::StatusOr<ParameterInfo> Client::WriteParameter(
     const RemoteParameter& parameter, const Tensor& values) {
   if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("values: ", values.DebugString(),
-                     "; expected a host (cpu) tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
   }
   grpc::ClientContext context;
   const int64_t total = static_cast<int64_t>(values.byte_size());
@@ -235,11 +233,11 @@ absl::StatusOr<ParameterInfo> Client::WriteParameter(
   v1::WriteParameterRequest request;
   SetRef(parameter, request.mutable_parameter());
   request.set_dtype(DTypeToProto(values.dtype()));
-  request.mutable_shape()->Assign(values.shape().begin(),
-                                  values.shape().end());
+  request.mutable_shape()->Assign(values.shape().begin(), values.shape().end());
   const char* data = static_cast<const char*>(values.data());
   const int64_t element = static_cast<int64_t>(ElementSize(values.dtype()));
-  const int64_t chunk = std::max(element, options_.chunk_bytes / element * element);
+  const int64_t chunk =
+      std::max(element, options_.chunk_bytes / element * element);
   bool first = true;
   int64_t offset = 0;
   do {

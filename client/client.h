@@ -51,9 +51,9 @@ class Client {
   // Creates a parameter holding a copy of host tensor `values`. Values too
   // large for one message are created as zeros and then streamed in; if that
   // fails the new parameter is deleted again.
-  absl::StatusOr<RemoteParameter> CreateParameterFrom(
-      const std::string& worker, const std::string& name,
-      const Tensor& values);
+  absl::StatusOr<RemoteParameter> CreateParameterFrom(const std::string& worker,
+                                                      const std::string& name,
+                                                      const Tensor& values);
 
   absl::StatusOr<ParameterInfo> GetParameter(const RemoteParameter& parameter);
   // Looks a parameter up by name.

@@ -155,9 +155,9 @@ absl::StatusOr<int> LocalWorker::Wait(absl::Duration timeout) {
       return absl::InternalError(absl::StrCat("waitpid(", pid_, ") failed"));
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "distopt_worker ", pid_, " still running after ",
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("distopt_worker ", pid_, " still running after ",
+                       absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(5));
   }

@@ -52,7 +52,9 @@ class LocalWorker {
 
  private:
   LocalWorker(pid_t pid, std::string address, std::string temp_dir)
-      : pid_(pid), address_(std::move(address)), temp_dir_(std::move(temp_dir)) {}
+      : pid_(pid),
+        address_(std::move(address)),
+        temp_dir_(std::move(temp_dir)) {}
 
   pid_t pid_;
   std::string address_;

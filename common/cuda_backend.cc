@@ -81,10 +81,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int index) {
   int count = 0;
   const std::string error = cuda_ops::DeviceCount(&count);
   if (!error.empty() || count == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name, ": no CUDA GPU is available on this machine",
-        error.empty() ? "" : absl::StrCat(" (", error, ")"),
-        "; use --device=cpu"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, ": no CUDA GPU is available on this machine",
+                     error.empty() ? "" : absl::StrCat(" (", error, ")"),
+                     "; use --device=cpu"));
   }
   if (index >= count) {
     return absl::FailedPreconditionError(

@@ -1,9 +1,9 @@
 #include "common/device.h"
 
 #include "absl/status/status.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace distopt {
 
@@ -17,8 +17,7 @@ absl::StatusOr<Device> ParseDevice(absl::string_view text) {
   int index = 0;
   absl::string_view number = text;
   if (absl::ConsumePrefix(&number, "cuda:") &&
-      absl::SimpleAtoi(number, &index) &&
-      index >= 0 && index < 1024) {
+      absl::SimpleAtoi(number, &index) && index >= 0 && index < 1024) {
     return Device::Cuda(index);
   }
   return absl::InvalidArgumentError(absl::StrCat(

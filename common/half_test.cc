@@ -32,8 +32,8 @@ TEST(HalfTest, EveryFp16PatternRoundTripsThroughFp32) {
 TEST(HalfTest, EveryBf16PatternRoundTripsThroughFp32) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
     const float widened = BFloat16ToFloat(static_cast<uint16_t>(bits));
-    ASSERT_EQ(FloatToBFloat16(widened), bits) << "pattern 0x" << std::hex
-                                              << bits;
+    ASSERT_EQ(FloatToBFloat16(widened), bits)
+        << "pattern 0x" << std::hex << bits;
   }
 }
 

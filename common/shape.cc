@@ -12,9 +12,8 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape,
                                            DType dtype,
                                            absl::string_view field) {
   if (shape.size() > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", shape.size(),
-                     " dimensions; expected at most ", kMaxRank));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", shape.size(), " dimensions; expected at most ", kMaxRank));
   }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t max_elements = kMax / static_cast<int64_t>(ElementSize(dtype));

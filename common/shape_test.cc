@@ -27,10 +27,9 @@ TEST(ShapeTest, RejectsNegativeDimensionNamingIt) {
 
 TEST(ShapeTest, RejectsOverflowOfElementsAndBytes) {
   const int64_t big = int64_t{1} << 32;
-  EXPECT_EQ(CheckedNumElements({big, big}, DType::kFloat32, "shape")
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CheckedNumElements({big, big}, DType::kFloat32, "shape").status().code(),
+      absl::StatusCode::kInvalidArgument);
   // 2^60 int64 elements fit in int64 as a count but not as bytes.
   EXPECT_EQ(CheckedNumElements({int64_t{1} << 60}, DType::kInt64, "shape")
                 .status()
@@ -56,8 +55,8 @@ TEST(DTypeTest, NamesSizesAndParsing) {
   EXPECT_EQ(ElementSize(DType::kFloat16), 2u);
   EXPECT_EQ(ElementSize(DType::kBFloat16), 2u);
   EXPECT_EQ(ElementSize(DType::kInt64), 8u);
-  for (DType d : {DType::kFloat32, DType::kFloat16, DType::kBFloat16,
-                  DType::kInt64}) {
+  for (DType d :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
     EXPECT_EQ(*ParseDType(DTypeName(d)), d);
   }
   EXPECT_EQ(*ParseDType("bf16"), DType::kBFloat16);

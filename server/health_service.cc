@@ -21,8 +21,7 @@ void HealthState::Close() {
   closed_ = true;
 }
 
-bool HealthState::Get(const std::string& service,
-                      ServingStatus* status) const {
+bool HealthState::Get(const std::string& service, ServingStatus* status) const {
   absl::MutexLock lock(&mutex_);
   auto it = statuses_.find(service);
   if (it == statuses_.end()) return false;
@@ -36,9 +35,8 @@ ServingStatus HealthState::StatusLocked(const std::string& service) const {
                                : it->second;
 }
 
-bool HealthState::WaitForChange(
-    const std::string& service, ServingStatus last,
-    const std::function<bool()>& cancelled) const {
+bool HealthState::WaitForChange(const std::string& service, ServingStatus last,
+                                const std::function<bool()>& cancelled) const {
   absl::MutexLock lock(&mutex_);
   auto changed_or_closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return closed_ || StatusLocked(service) != last;

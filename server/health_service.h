@@ -62,11 +62,10 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
                      grpc::health::v1::HealthCheckResponse* response) override;
   // Sends the current status (SERVICE_UNKNOWN for an unregistered service),
   // then every change, until the client cancels or the server shuts down.
-  grpc::Status Watch(
-      grpc::ServerContext* context,
-      const grpc::health::v1::HealthCheckRequest* request,
-      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer)
-      override;
+  grpc::Status Watch(grpc::ServerContext* context,
+                     const grpc::health::v1::HealthCheckRequest* request,
+                     grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*
+                         writer) override;
 
  private:
   HealthState* const state_;

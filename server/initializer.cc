@@ -1,8 +1,8 @@
 #include "server/initializer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -22,8 +22,9 @@ absl::Status RequireFinite(double value, absl::string_view field) {
 absl::Status RequireFloatingPoint(DType dtype, absl::string_view field) {
   if (IsFloatingPoint(dtype)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      field, ": random initializers apply to float32, float16 and bfloat16 "
-             "parameters; expected zeros, constant or values for ",
+      field,
+      ": random initializers apply to float32, float16 and bfloat16 "
+      "parameters; expected zeros, constant or values for ",
       DTypeName(dtype)));
 }
 
@@ -95,19 +96,21 @@ absl::Status ValidateInitializer(const Initializer& init, DType dtype,
     }
   } else if (const auto* uniform = std::get_if<UniformInit>(&init)) {
     absl::Status status = RequireFloatingPoint(dtype, "initializer.uniform");
-    if (status.ok()) status = RequireFinite(uniform->low, "initializer.uniform.low");
+    if (status.ok())
+      status = RequireFinite(uniform->low, "initializer.uniform.low");
     if (status.ok()) {
       status = RequireFinite(uniform->high, "initializer.uniform.high");
     }
     if (!status.ok()) return status;
     if (uniform->low > uniform->high) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "initializer.uniform: low ", uniform->low, " > high ", uniform->high,
-          "; expected low <= high"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer.uniform: low ", uniform->low, " > high ",
+                       uniform->high, "; expected low <= high"));
     }
   } else if (const auto* normal = std::get_if<NormalInit>(&init)) {
     absl::Status status = RequireFloatingPoint(dtype, "initializer.normal");
-    if (status.ok()) status = RequireFinite(normal->mean, "initializer.normal.mean");
+    if (status.ok())
+      status = RequireFinite(normal->mean, "initializer.normal.mean");
     if (status.ok()) {
       status = RequireFinite(normal->stddev, "initializer.normal.stddev");
     }
@@ -119,10 +122,10 @@ absl::Status ValidateInitializer(const Initializer& init, DType dtype,
     }
   } else if (const auto* values = std::get_if<ValuesInit>(&init)) {
     if (values->bytes.size() != byte_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "initializer.values.data: ", values->bytes.size(),
-          " bytes; expected ", byte_size, " (shape x sizeof(",
-          DTypeName(dtype), "))"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("initializer.values.data: ", values->bytes.size(),
+                       " bytes; expected ", byte_size, " (shape x sizeof(",
+                       DTypeName(dtype), "))"));
     }
   }
   return absl::OkStatus();

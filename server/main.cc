@@ -30,8 +30,7 @@ ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
 ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
           "comma-separated addresses of the other ranks' daemons");
-ABSL_FLAG(std::string, rendezvous, "",
-          "rank 0's address, instead of --peers");
+ABSL_FLAG(std::string, rendezvous, "", "rank 0's address, instead of --peers");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 0,
           "largest tensor the daemon accepts, in bytes (0: no limit)");
 ABSL_FLAG(uint64_t, max_total_bytes, 0,
@@ -75,9 +74,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<distopt::Device> device =
       distopt::ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) {
-    return Fail(kExitBadFlags,
-                absl::InvalidArgumentError(
-                    absl::StrCat("--", device.status().message())));
+    return Fail(kExitBadFlags, absl::InvalidArgumentError(absl::StrCat(
+                                   "--", device.status().message())));
   }
   options.device = *device;
   options.port_file = absl::GetFlag(FLAGS_port_file);

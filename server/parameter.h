@@ -48,8 +48,7 @@ class Parameter {
   // Replaces the values with `values` (same dtype and shape, on the same
   // device) and their reservation; the old ones are released. Returns the
   // new version. NOT_FOUND once the parameter was deleted.
-  absl::StatusOr<uint64_t> ReplaceValues(Tensor values,
-                                         Reservation reservation)
+  absl::StatusOr<uint64_t> ReplaceValues(Tensor values, Reservation reservation)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Marks the parameter deleted: later replacements fail.

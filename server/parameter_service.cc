@@ -58,10 +58,10 @@ absl::Status CheckWriterLayout(const v1::WriteParameterRequest& first,
                                const Parameter& parameter) {
   if (first.dtype() != v1::DTYPE_UNSPECIFIED &&
       first.dtype() != DTypeToProto(parameter.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dtype: ", v1::DType_Name(first.dtype()), "; parameter \"",
-        parameter.name(), "\" is ", DTypeName(parameter.dtype()),
-        "; the parameter is unchanged"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: ", v1::DType_Name(first.dtype()), "; parameter \"",
+                     parameter.name(), "\" is ", DTypeName(parameter.dtype()),
+                     "; the parameter is unchanged"));
   }
   const Shape shape(first.shape().begin(), first.shape().end());
   if (first.dtype() != v1::DTYPE_UNSPECIFIED && shape != parameter.shape()) {
@@ -197,11 +197,11 @@ grpc::Status ParameterServiceImpl::WriteParameter(
     }
     // An empty first message only names the parameter.
     if (message > 0 || !request.data().empty()) {
-      absl::Status status = (*write)->AddChunk(request.offset(), request.data());
+      absl::Status status =
+          (*write)->AddChunk(request.offset(), request.data());
       if (!status.ok()) {
         return ToGrpcStatus(absl::Status(
-            status.code(), absl::StrCat(status.message(), " (message ",
-                                        message,
+            status.code(), absl::StrCat(status.message(), " (message ", message,
                                         "); the parameter is unchanged")));
       }
     }

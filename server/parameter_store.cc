@@ -37,7 +37,8 @@ absl::StatusOr<ParameterInfo> ParameterStore::Create(
   absl::StatusOr<int64_t> count =
       CheckedNumElements(spec.shape, spec.dtype, "shape");
   if (!count.ok()) return count.status();
-  const size_t byte_size = static_cast<size_t>(*count) * ElementSize(spec.dtype);
+  const size_t byte_size =
+      static_cast<size_t>(*count) * ElementSize(spec.dtype);
   status = ValidateInitializer(spec.initializer, spec.dtype, byte_size);
   if (!status.ok()) return status;
   {
@@ -121,8 +122,8 @@ absl::StatusOr<ParameterInfo> ParameterStore::Delete(const ParameterKey& key) {
   {
     absl::MutexLock lock(&mutex_);
     if (by_id_.erase((*parameter)->id()) == 0) {
-      return absl::NotFoundError(absl::StrCat(
-          "parameter: ", (*parameter)->id(), " was deleted concurrently"));
+      return absl::NotFoundError(absl::StrCat("parameter: ", (*parameter)->id(),
+                                              " was deleted concurrently"));
     }
     id_by_name_.erase((*parameter)->name());
   }

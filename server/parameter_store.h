@@ -62,7 +62,8 @@ class ParameterStore {
   absl::StatusOr<ParameterInfo> Create(const CreateParameterSpec& spec);
 
   // NOT_FOUND for an unknown id or name.
-  absl::StatusOr<std::shared_ptr<Parameter>> Find(const ParameterKey& key) const;
+  absl::StatusOr<std::shared_ptr<Parameter>> Find(
+      const ParameterKey& key) const;
 
   // Parameters with ids above `after_id` whose names start with
   // `name_prefix`, at most `limit` of them, in id order.

@@ -30,8 +30,7 @@ class ParameterStoreTest : public ::testing::Test {
     std::shared_ptr<Parameter> p = *store_.Find(ParameterKey::ById(id));
     ParameterInfo info = p->Info();
     std::vector<float> out(info.num_elements);
-    EXPECT_TRUE(
-        p->ReadBytes(info.version, 0, info.byte_size, out.data()).ok());
+    EXPECT_TRUE(p->ReadBytes(info.version, 0, info.byte_size, out.data()).ok());
     return out;
   }
 
@@ -63,10 +62,9 @@ TEST_F(ParameterStoreTest, RefusalsChangeNothing) {
   EXPECT_EQ(store_.Create(Spec("b", {-4})).status().code(),
             absl::StatusCode::kInvalidArgument);
   std::string three_bytes = "abc";
-  EXPECT_EQ(store_.Create(Spec("c", {1}, ValuesInit{three_bytes}))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_.Create(Spec("c", {1}, ValuesInit{three_bytes})).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_.List("", 0, 100).parameters.size(), 1u);
   EXPECT_EQ(budget_.used_bytes(), 16u);
   // The next id is not consumed by refusals.
@@ -141,13 +139,13 @@ TEST_F(ParameterStoreTest, WriteCommitsAllOrNothing) {
 
 TEST_F(ParameterStoreTest, WriteToADeletedParameterIsNotFound) {
   const uint64_t id = store_.Create(Spec("a", {1}))->id;
-  auto write = *ParameterWrite::Begin(*store_.Find(ParameterKey::ById(id)),
-                                      store_);
+  auto write =
+      *ParameterWrite::Begin(*store_.Find(ParameterKey::ById(id)), store_);
   const float one = 1;
-  ASSERT_TRUE(
-      write->AddChunk(0, absl::string_view(reinterpret_cast<const char*>(&one),
-                                           4))
-          .ok());
+  ASSERT_TRUE(write
+                  ->AddChunk(0, absl::string_view(
+                                    reinterpret_cast<const char*>(&one), 4))
+                  .ok());
   ASSERT_TRUE(store_.Delete(ParameterKey::ById(id)).ok());
   EXPECT_EQ(write->Commit().status().code(), absl::StatusCode::kNotFound);
 }

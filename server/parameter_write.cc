@@ -15,8 +15,7 @@ absl::StatusOr<std::unique_ptr<ParameterWrite>> ParameterWrite::Begin(
                    "\""));
   if (!reservation.ok()) return reservation.status();
   absl::StatusOr<Tensor> staging =
-      Tensor::Allocate(store.backend(), parameter->dtype(),
-                       parameter->shape());
+      Tensor::Allocate(store.backend(), parameter->dtype(), parameter->shape());
   if (!staging.ok()) return staging.status();
   return std::unique_ptr<ParameterWrite>(
       new ParameterWrite(std::move(parameter), *store.backend(),
@@ -34,7 +33,8 @@ ParameterWrite::ParameterWrite(std::shared_ptr<Parameter> parameter,
 absl::Status ParameterWrite::AddChunk(int64_t offset, absl::string_view data) {
   const int64_t size = static_cast<int64_t>(parameter_->byte_size());
   const int64_t length = static_cast<int64_t>(data.size());
-  const int64_t element = static_cast<int64_t>(ElementSize(parameter_->dtype()));
+  const int64_t element =
+      static_cast<int64_t>(ElementSize(parameter_->dtype()));
   if (length == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("data: empty chunk at offset ", offset,
@@ -43,8 +43,7 @@ absl::Status ParameterWrite::AddChunk(int64_t offset, absl::string_view data) {
   if (offset < 0 || offset > size || length > size - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
         "offset: chunk [", offset, ", ", offset + length,
-        ") is outside the parameter; expected a range within [0, ", size,
-        ")"));
+        ") is outside the parameter; expected a range within [0, ", size, ")"));
   }
   if (offset % element != 0 || length % element != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,17 +54,17 @@ absl::Status ParameterWrite::AddChunk(int64_t offset, absl::string_view data) {
   const int64_t end = offset + length;
   auto next = written_.lower_bound(offset);
   if (next != written_.end() && next->first < end) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "offset: chunk [", offset, ", ", end, ") overlaps bytes [",
-        next->first, ", ", next->second,
-        ") written earlier; expected each byte written once"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset: chunk [", offset, ", ", end, ") overlaps bytes [",
+                     next->first, ", ", next->second,
+                     ") written earlier; expected each byte written once"));
   }
   if (next != written_.begin() && std::prev(next)->second > offset) {
     auto previous = std::prev(next);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "offset: chunk [", offset, ", ", end, ") overlaps bytes [",
-        previous->first, ", ", previous->second,
-        ") written earlier; expected each byte written once"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset: chunk [", offset, ", ", end, ") overlaps bytes [",
+                     previous->first, ", ", previous->second,
+                     ") written earlier; expected each byte written once"));
   }
   absl::Status status = backend_.CopyFromHost(
       static_cast<char*>(staging_.data()) + offset, data.data(), data.size());
@@ -101,8 +100,8 @@ absl::StatusOr<ParameterInfo> ParameterWrite::Commit() {
         "); expected chunks covering the whole parameter; the parameter is "
         "unchanged"));
   }
-  absl::StatusOr<uint64_t> version = parameter_->ReplaceValues(
-      std::move(staging_), std::move(reservation_));
+  absl::StatusOr<uint64_t> version =
+      parameter_->ReplaceValues(std::move(staging_), std::move(reservation_));
   if (!version.ok()) return version.status();
   return parameter_->Info();
 }

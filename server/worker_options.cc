@@ -34,10 +34,9 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         "--world_size=", options.world_size, ": expected at least 1"));
   }
   if (options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rank=", options.rank, ": expected 0 to ",
-                     options.world_size - 1, " for --world_size=",
-                     options.world_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank=", options.rank, ": expected 0 to ", options.world_size - 1,
+        " for --world_size=", options.world_size));
   }
   if (!options.peers.empty() && !options.rendezvous.empty()) {
     return absl::InvalidArgumentError(
@@ -47,8 +46,8 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
       options.peers.size() != static_cast<size_t>(options.world_size - 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--peers=", absl::StrJoin(options.peers, ","), ": ",
-        options.peers.size(), " addresses; expected world_size - 1 = ",
-        options.world_size - 1));
+        options.peers.size(),
+        " addresses; expected world_size - 1 = ", options.world_size - 1));
   }
   for (const std::string& peer : options.peers) {
     status = ValidateAddress(peer, "--peers");

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
-#include "grpc/grpc.h"
 #include "grpcpp/server_builder.h"
 
 namespace distopt {
@@ -60,8 +60,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         ": cannot listen there (address in use, or not an address of this "
         "machine)"));
   }
-  const std::string host =
-      options.listen.substr(0, options.listen.rfind(':'));
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   worker->address_ = absl::StrCat(host, ":", worker->port_);
   worker->health_.SetAll(HealthCheckResponse::SERVING);
   return worker;

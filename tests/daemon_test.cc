@@ -42,8 +42,7 @@ bool GpuPresent() {
 // Runs the worker binary with `flags`, returning its exit code and what it
 // printed (stdout and stderr).
 int RunWorker(const std::string& flags, std::string* output) {
-  const std::string command =
-      *FindWorkerBinary() + " " + flags + " 2>&1";
+  const std::string command = *FindWorkerBinary() + " " + flags + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   char buffer[4096];
   while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output->append(buffer);
@@ -52,8 +51,7 @@ int RunWorker(const std::string& flags, std::string* output) {
 }
 
 TEST(DaemonTest, ReportsTheBoundPortInOneParseableLine) {
-  const std::string command =
-      *FindWorkerBinary() + " --listen=127.0.0.1:0";
+  const std::string command = *FindWorkerBinary() + " --listen=127.0.0.1:0";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   char buffer[512];

@@ -32,7 +32,8 @@ class ParameterServiceTest : public testing::WorkerTest {
   }
 
   // Sends raw write requests, as a buggy or hostile client might.
-  grpc::Status RawWrite(const std::vector<v1::WriteParameterRequest>& messages) {
+  grpc::Status RawWrite(
+      const std::vector<v1::WriteParameterRequest>& messages) {
     grpc::ClientContext context;
     v1::ParameterInfo response;
     auto writer = Stub()->WriteParameter(&context, &response);
@@ -78,8 +79,8 @@ TEST_F(ParameterServiceTest, CreateGetListDelete) {
       address_, "layer1.weight", DType::kFloat32, {4, 3}, init::Constant(0.5));
   ASSERT_TRUE(weight.ok()) << weight.status();
   EXPECT_EQ(weight->worker, address_);
-  absl::StatusOr<RemoteParameter> bias = client_.CreateParameter(
-      address_, "layer1.bias", DType::kBFloat16, {3});
+  absl::StatusOr<RemoteParameter> bias =
+      client_.CreateParameter(address_, "layer1.bias", DType::kBFloat16, {3});
   ASSERT_TRUE(bias.ok()) << bias.status();
   EXPECT_GT(bias->id, weight->id);
 
@@ -119,8 +120,8 @@ TEST_F(ParameterServiceTest, CreateGetListDelete) {
             absl::StatusCode::kNotFound);
   EXPECT_THAT(*client_.ListParameters(address_), SizeIs(2));
   // Ids are never reused, and the name is free again.
-  absl::StatusOr<RemoteParameter> again = client_.CreateParameter(
-      address_, "layer1.weight", DType::kFloat32, {1});
+  absl::StatusOr<RemoteParameter> again =
+      client_.CreateParameter(address_, "layer1.weight", DType::kFloat32, {1});
   ASSERT_TRUE(again.ok());
   EXPECT_GT(again->id, bias->id);
 }
@@ -177,10 +178,10 @@ TEST_F(ParameterServiceTest, InitializersFillAsAsked) {
   }
   EXPECT_NEAR(sum / 1000, 0.5, 0.2);
   // Same seed, same values; another seed, other values.
-  EXPECT_TRUE(SameBytes(uniform, read(init::Uniform(-2, 3, 42),
-                                      DType::kFloat32, "u_again")));
-  EXPECT_FALSE(SameBytes(uniform, read(init::Uniform(-2, 3, 43),
-                                       DType::kFloat32, "u_other")));
+  EXPECT_TRUE(SameBytes(
+      uniform, read(init::Uniform(-2, 3, 42), DType::kFloat32, "u_again")));
+  EXPECT_FALSE(SameBytes(
+      uniform, read(init::Uniform(-2, 3, 43), DType::kFloat32, "u_other")));
 
   Tensor normal = read(init::Normal(1, 2, 7), DType::kBFloat16, "n");
   double mean = 0;
@@ -278,9 +279,9 @@ TEST_F(ParameterServiceTest, DuplicateNameIsAlreadyExists) {
   absl::StatusOr<RemoteParameter> again =
       client_.CreateParameter(address_, "w", DType::kFloat32, {9});
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(again.status().message(), AllOf(HasSubstr("name"),
-                                              HasSubstr("\"w\""),
-                                              HasSubstr(address_)));
+  EXPECT_THAT(
+      again.status().message(),
+      AllOf(HasSubstr("name"), HasSubstr("\"w\""), HasSubstr(address_)));
   EXPECT_TRUE(SameBytes(*client_.ReadParameter(*p), values));
   EXPECT_THAT(*client_.ListParameters(address_), SizeIs(1));
   ExpectStillServing();
@@ -438,7 +439,8 @@ TEST_F(ParameterServiceTest, BadWritesLeaveTheParameterUnchanged) {
       {"empty stream", {}, "stream was empty"},
       {"wrong dtype", {wrong_dtype}, "dtype: DTYPE_FLOAT16"},
       {"wrong shape", {wrong_shape}, "shape: [2, 2]"},
-      {"another parameter", {Chunk(id, 0, 8), other_parameter},
+      {"another parameter",
+       {Chunk(id, 0, 8), other_parameter},
        "names another parameter"},
   };
   for (const Case& c : cases) {
@@ -544,8 +546,8 @@ TEST_F(LimitedWorkerTest, LimitsAreResourceExhausted) {
   EXPECT_EQ(client_.GetParameter(*a)->version, 1u);
 
   // Deleting frees the budget.
-  ASSERT_TRUE(client_.DeleteParameter(*client_.FindParameter(address_, "b"))
-                  .ok());
+  ASSERT_TRUE(
+      client_.DeleteParameter(*client_.FindParameter(address_, "b")).ok());
   EXPECT_TRUE(client_.WriteParameter(*a, Ramp({1024})).ok());
   EXPECT_TRUE(
       client_.CreateParameter(address_, "c", DType::kFloat32, {1024}).ok());

@@ -23,22 +23,22 @@ using distopt::RemoteParameter;
 using distopt::Tensor;
 
 void Describe(const ParameterInfo& info) {
-  std::printf("  id=%-3llu %-16s %-8s shape=%-12s %10lld bytes on %s, version %llu\n",
-              static_cast<unsigned long long>(info.id), info.name.c_str(),
-              std::string(distopt::DTypeName(info.dtype)).c_str(),
-              distopt::ShapeToString(info.shape).c_str(),
-              static_cast<long long>(info.byte_size),
-              info.device.ToString().c_str(),
-              static_cast<unsigned long long>(info.version));
+  std::printf(
+      "  id=%-3llu %-16s %-8s shape=%-12s %10lld bytes on %s, version %llu\n",
+      static_cast<unsigned long long>(info.id), info.name.c_str(),
+      std::string(distopt::DTypeName(info.dtype)).c_str(),
+      distopt::ShapeToString(info.shape).c_str(),
+      static_cast<long long>(info.byte_size), info.device.ToString().c_str(),
+      static_cast<unsigned long long>(info.version));
 }
 
 // Everything the demo does through the client library.
 absl::Status UseWorker(const std::string& address) {
   Client client;
   // A layer's weight from a seeded uniform initializer, its bias as zeros.
-  absl::StatusOr<RemoteParameter> weight = client.CreateParameter(
-      address, "fc.weight", DType::kFloat32, {64, 32},
-      distopt::init::Uniform(-0.18, 0.18, /*seed=*/1));
+  absl::StatusOr<RemoteParameter> weight =
+      client.CreateParameter(address, "fc.weight", DType::kFloat32, {64, 32},
+                             distopt::init::Uniform(-0.18, 0.18, /*seed=*/1));
   if (!weight.ok()) return weight.status();
   absl::StatusOr<RemoteParameter> bias =
       client.CreateParameter(address, "fc.bias", DType::kBFloat16, {64});
@@ -62,9 +62,9 @@ absl::Status UseWorker(const std::string& address) {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   const bool intact =
       std::memcmp(read_back->data(), table->data(), table->byte_size()) == 0;
-  std::printf(
-      "wrote and read back embedding (%zu MiB) in %.3f s: %s\n",
-      table->byte_size() >> 20, seconds, intact ? "intact" : "CORRUPTED");
+  std::printf("wrote and read back embedding (%zu MiB) in %.3f s: %s\n",
+              table->byte_size() >> 20, seconds,
+              intact ? "intact" : "CORRUPTED");
   if (!intact) return absl::DataLossError("embedding came back different");
 
   // Overwrite the weight and read a few values.
