@@ -32,6 +32,12 @@ absl::Status Annotate(const grpc::Status& status, absl::string_view worker,
       absl::StrCat("worker ", worker, ": ", call, ": ", converted.message()));
 }
 
+absl::Status RequireHost(const Tensor& values) {
+  if (values.device().is_cpu()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
+}
+
 void SetRef(const RemoteParameter& parameter, v1::ParameterRef* ref) {
   ref->set_id(parameter.id);
 }
@@ -104,6 +110,19 @@ void Client::SetDeadline(grpc::ClientContext& context,
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout + transfer));
 }
 
+template <typename Request, typename Response>
+absl::Status Client::CallParameterService(
+    const std::string& worker, absl::string_view name,
+    grpc::Status (v1::ParameterService::Stub::*method)(grpc::ClientContext*,
+                                                       const Request&,
+                                                       Response*),
+    const Request& request, Response* response) {
+  grpc::ClientContext context;
+  SetDeadline(context, 0);
+  std::unique_ptr<v1::ParameterService::Stub> stub = ParameterStub(worker);
+  return Annotate(((*stub).*method)(&context, request, response), worker, name);
+}
+
 absl::StatusOr<RemoteParameter> Client::CreateParameter(
     const std::string& worker, const std::string& name, DType dtype,
     const Shape& shape, const v1::Initializer& initializer) {
@@ -113,20 +132,17 @@ absl::StatusOr<RemoteParameter> Client::CreateParameter(
   request.mutable_shape()->Assign(shape.begin(), shape.end());
   *request.mutable_initializer() = initializer;
   v1::ParameterInfo response;
-  grpc::ClientContext context;
-  SetDeadline(context, 0);
-  grpc::Status status =
-      ParameterStub(worker)->CreateParameter(&context, request, &response);
-  if (!status.ok()) return Annotate(status, worker, "CreateParameter");
+  absl::Status status = CallParameterService(
+      worker, "CreateParameter", &v1::ParameterService::Stub::CreateParameter,
+      request, &response);
+  if (!status.ok()) return status;
   return RemoteParameter{worker, response.id()};
 }
 
 absl::StatusOr<RemoteParameter> Client::CreateParameterFrom(
     const std::string& worker, const std::string& name, const Tensor& values) {
-  if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
-  }
+  absl::Status host = RequireHost(values);
+  if (!host.ok()) return host;
   const int64_t bytes = static_cast<int64_t>(values.byte_size());
   if (bytes <= kInlineValueBytes) {
     v1::Initializer initializer;
@@ -152,11 +168,10 @@ absl::StatusOr<ParameterInfo> Client::GetParameter(
   v1::GetParameterRequest request;
   SetRef(parameter, request.mutable_parameter());
   v1::GetParameterResponse response;
-  grpc::ClientContext context;
-  SetDeadline(context, 0);
-  grpc::Status status = ParameterStub(parameter.worker)
-                            ->GetParameter(&context, request, &response);
-  if (!status.ok()) return Annotate(status, parameter.worker, "GetParameter");
+  absl::Status status = CallParameterService(
+      parameter.worker, "GetParameter",
+      &v1::ParameterService::Stub::GetParameter, request, &response);
+  if (!status.ok()) return status;
   return ParameterInfoFromProto(response.info());
 }
 
@@ -165,11 +180,10 @@ absl::StatusOr<RemoteParameter> Client::FindParameter(const std::string& worker,
   v1::GetParameterRequest request;
   request.mutable_parameter()->set_name(name);
   v1::GetParameterResponse response;
-  grpc::ClientContext context;
-  SetDeadline(context, 0);
-  grpc::Status status =
-      ParameterStub(worker)->GetParameter(&context, request, &response);
-  if (!status.ok()) return Annotate(status, worker, "GetParameter");
+  absl::Status status = CallParameterService(
+      worker, "GetParameter", &v1::ParameterService::Stub::GetParameter,
+      request, &response);
+  if (!status.ok()) return status;
   return RemoteParameter{worker, response.info().id()};
 }
 
@@ -188,10 +202,8 @@ absl::StatusOr<Tensor> Client::ReadParameter(const RemoteParameter& parameter) {
 
 absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
                                        Tensor& values) {
-  if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
-  }
+  absl::Status host = RequireHost(values);
+  if (!host.ok()) return host;
   absl::Status last_error;
   for (int attempt = 0; attempt < std::max(1, options_.read_attempts);
        ++attempt) {
@@ -220,10 +232,8 @@ absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
 
 absl::StatusOr<ParameterInfo> Client::WriteParameter(
     const RemoteParameter& parameter, const Tensor& values) {
-  if (!values.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "values: ", values.DebugString(), "; expected a host (cpu) tensor"));
-  }
+  absl::Status host = RequireHost(values);
+  if (!host.ok()) return host;
   grpc::ClientContext context;
   const int64_t total = static_cast<int64_t>(values.byte_size());
   SetDeadline(context, total);
@@ -268,11 +278,10 @@ absl::StatusOr<std::vector<ParameterInfo>> Client::ListParameters(
   request.set_name_prefix(name_prefix);
   do {
     v1::ListParametersResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context, 0);
-    grpc::Status status =
-        ParameterStub(worker)->ListParameters(&context, request, &response);
-    if (!status.ok()) return Annotate(status, worker, "ListParameters");
+    absl::Status status = CallParameterService(
+        worker, "ListParameters", &v1::ParameterService::Stub::ListParameters,
+        request, &response);
+    if (!status.ok()) return status;
     for (const v1::ParameterInfo& proto : response.parameters()) {
       absl::StatusOr<ParameterInfo> info = ParameterInfoFromProto(proto);
       if (!info.ok()) return info.status();
@@ -288,13 +297,10 @@ absl::StatusOr<ParameterInfo> Client::DeleteParameter(
   v1::DeleteParameterRequest request;
   SetRef(parameter, request.mutable_parameter());
   v1::DeleteParameterResponse response;
-  grpc::ClientContext context;
-  SetDeadline(context, 0);
-  grpc::Status status = ParameterStub(parameter.worker)
-                            ->DeleteParameter(&context, request, &response);
-  if (!status.ok()) {
-    return Annotate(status, parameter.worker, "DeleteParameter");
-  }
+  absl::Status status = CallParameterService(
+      parameter.worker, "DeleteParameter",
+      &v1::ParameterService::Stub::DeleteParameter, request, &response);
+  if (!status.ok()) return status;
   return ParameterInfoFromProto(response.deleted());
 }
 

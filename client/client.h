@@ -89,6 +89,14 @@ class Client {
   std::unique_ptr<v1::ParameterService::Stub> ParameterStub(
       const std::string& worker);
   void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes) const;
+  // One unary call with the default deadline; errors name worker and call.
+  template <typename Request, typename Response>
+  absl::Status CallParameterService(
+      const std::string& worker, absl::string_view name,
+      grpc::Status (v1::ParameterService::Stub::*method)(grpc::ClientContext*,
+                                                         const Request&,
+                                                         Response*),
+      const Request& request, Response* response);
 
   const ClientOptions options_;
   absl::Mutex mutex_;
