@@ -90,10 +90,28 @@ std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
   arguments.SetMaxSendMessageSize(kMaxMessageBytes);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      worker, grpc::InsecureChannelCredentials(), arguments);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(worker, MakeChannelCredentials(), arguments);
   channels_.emplace(worker, channel);
   return channel;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Client::MakeChannelCredentials()
+    const {
+  if (options_.tls_root_certs.empty()) {
+    // gRPC refuses to send the token over plaintext; calls then fail with
+    // a message saying so.
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options_.tls_root_certs;
+  ssl.pem_cert_chain = options_.tls_client_cert;
+  ssl.pem_private_key = options_.tls_client_key;
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::SslCredentials(ssl);
+  if (options_.auth_token.empty()) return credentials;
+  return grpc::CompositeChannelCredentials(
+      credentials, grpc::AccessTokenCredentials(options_.auth_token));
 }
 
 std::unique_ptr<v1::ParameterService::Stub> Client::ParameterStub(

@@ -23,6 +23,7 @@
 #include "common/parameter_info.h"
 #include "common/tensor.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 
 namespace distopt {
@@ -35,6 +36,14 @@ struct ClientOptions {
   int64_t chunk_bytes = int64_t{1} << 20;
   // How often a read is retried when the parameter changed under it.
   int read_attempts = 3;
+
+  // Transport security. Empty root certificates mean plaintext. All are
+  // PEM contents, not file names.
+  std::string tls_root_certs;   // CAs that sign the workers' certificates.
+  std::string tls_client_cert;  // For workers that require mutual TLS.
+  std::string tls_client_key;
+  // Sent with every call as "authorization: Bearer <token>" (needs TLS).
+  std::string auth_token;
 };
 
 class Client {
@@ -88,6 +97,7 @@ class Client {
  private:
   std::unique_ptr<v1::ParameterService::Stub> ParameterStub(
       const std::string& worker);
+  std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials() const;
   void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes) const;
   // One unary call with the default deadline; errors name worker and call.
   template <typename Request, typename Response>

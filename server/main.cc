@@ -35,6 +35,15 @@ ABSL_FLAG(uint64_t, max_tensor_bytes, 0,
           "largest tensor the daemon accepts, in bytes (0: no limit)");
 ABSL_FLAG(uint64_t, max_total_bytes, 0,
           "most tensor bytes the daemon holds at once (0: no limit)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain of this daemon; turns on TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificates; clients must present a certificate one of "
+          "them signed (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding a token every call must carry as 'authorization: "
+          "Bearer <token>' (needs TLS)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "how long in-flight calls may run on after SIGTERM or SIGINT");
 
@@ -85,6 +94,10 @@ int main(int argc, char** argv) {
   options.rendezvous = absl::GetFlag(FLAGS_rendezvous);
   options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
   options.max_total_bytes = absl::GetFlag(FLAGS_max_total_bytes);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
 
   // Block the shutdown signals in every thread (gRPC's threads inherit the

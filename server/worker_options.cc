@@ -69,6 +69,20 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         "--max_tensor_bytes=", options.max_tensor_bytes,
         ": expected at most --max_total_bytes=", options.max_total_bytes));
   }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file: expected both or neither");
+  }
+  if (options.tls_cert_file.empty() && !options.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca_file: expected --tls_cert_file and --tls_key_file "
+        "too (mutual TLS needs a server certificate)");
+  }
+  if (options.tls_cert_file.empty() && !options.auth_token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--auth_token_file: expected --tls_cert_file and --tls_key_file too: "
+        "a bearer token must not travel in clear text");
+  }
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--shutdown_grace: expected a duration >= 0");

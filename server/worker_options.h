@@ -31,6 +31,16 @@ struct WorkerOptions {
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;
 
+  // TLS: PEM files of the server's certificate chain and private key. With
+  // a client CA, clients must present a certificate it signed (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // When set, every call must carry "authorization: Bearer <token>" with
+  // the token this file holds (surrounding whitespace ignored). Needs TLS:
+  // a token must not travel in clear text.
+  std::string auth_token_file;
+
   // How long in-flight calls may take to finish after SIGTERM or SIGINT.
   absl::Duration shutdown_grace = absl::Seconds(30);
 };

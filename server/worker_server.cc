@@ -6,8 +6,8 @@
 #include "absl/time/clock.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/server_credentials.h"
 
 namespace distopt {
 namespace {
@@ -33,6 +33,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerOptions& options) {
   absl::Status status = ValidateWorkerOptions(options);
   if (!status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options);
+  if (!credentials.ok()) return credentials.status();
   absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(options.device);
   if (!backend.ok()) return backend.status();
 
@@ -49,8 +52,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // Two daemons must never share a port: without this, gRPC binds with
   // SO_REUSEPORT and a second daemon would silently split the traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &worker->port_);
+  builder.AddListeningPort(options.listen, *credentials, &worker->port_);
   builder.RegisterService(&worker->parameter_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();

@@ -19,6 +19,7 @@ packages=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  openssl                # tests/tls_test.cc makes its certificates with it
 )
 
 missing=()
