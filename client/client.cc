@@ -9,6 +9,7 @@
 #include "common/grpc_status.h"
 #include "common/wire_parameter.h"
 #include "common/wire_tensor.h"
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -90,6 +91,10 @@ std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
   arguments.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Subchannels owned by this channel, not by gRPC's process-wide pool, so
+  // that destroying the Client closes its connections at once: a worker
+  // shutting down then does not wait for them to acknowledge its GOAWAY.
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(worker, MakeChannelCredentials(), arguments);
   channels_.emplace(worker, channel);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/device.h"
+#include "grpc/grpc.h"
 #include "server/worker_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -77,6 +78,11 @@ int main(int argc, char** argv) {
       "distopt_worker --listen=HOST:PORT [--device=cpu|cuda:N] ...\n"
       "Serves parameters, autograd and optimizers over gRPC (distopt.v1).");
   absl::ParseCommandLine(argc, argv);
+  // Keeps gRPC initialised until the process exits. Otherwise destroying the
+  // server runs the last grpc_shutdown(), which joins gRPC's executor threads,
+  // and one of them may sit in a 10 s poll: the daemon would hang that long
+  // after a clean shutdown.
+  grpc_init();
 
   distopt::WorkerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
