@@ -2,7 +2,8 @@
 //
 // Exit codes: 0 after a graceful shutdown (SIGTERM or SIGINT), 2 for bad
 // flags, 3 when the device is unavailable, 4 when the address cannot be
-// bound.
+// bound, 5 when --checkpoint_dir holds a checkpoint that cannot be restored,
+// 6 when saving the checkpoint at shutdown failed.
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
 ABSL_FLAG(std::string, device, "cpu", "where parameters live: cpu or cuda:N");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file once serving");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "restore parameters from this folder at start-up and save them "
+          "there at a graceful shutdown");
 ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
 ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
@@ -53,6 +57,8 @@ namespace {
 constexpr int kExitBadFlags = 2;
 constexpr int kExitDeviceUnavailable = 3;
 constexpr int kExitCannotListen = 4;
+constexpr int kExitCheckpointUnreadable = 5;
+constexpr int kExitCheckpointNotSaved = 6;
 
 int Fail(int code, const absl::Status& status) {
   std::fprintf(stderr, "distopt_worker: %s\n",
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
   }
   options.device = *device;
   options.port_file = absl::GetFlag(FLAGS_port_file);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.rank = absl::GetFlag(FLAGS_rank);
   options.world_size = absl::GetFlag(FLAGS_world_size);
   options.peers = absl::GetFlag(FLAGS_peers);
@@ -123,6 +130,10 @@ int main(int argc, char** argv) {
         return Fail(kExitBadFlags, worker.status());
       case absl::StatusCode::kFailedPrecondition:
         return Fail(kExitDeviceUnavailable, worker.status());
+      case absl::StatusCode::kDataLoss:
+      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kAlreadyExists:
+        return Fail(kExitCheckpointUnreadable, worker.status());
       default:
         return Fail(kExitCannotListen, worker.status());
     }
@@ -132,6 +143,11 @@ int main(int argc, char** argv) {
     return Fail(kExitBadFlags,
                 absl::InvalidArgumentError(absl::StrCat(
                     "--port_file=", options.port_file, ": cannot write it")));
+  }
+  if (!options.checkpoint_dir.empty()) {
+    std::fprintf(stderr, "distopt_worker: restored %zu parameters from %s\n",
+                 (*worker)->restored_parameters(),
+                 options.checkpoint_dir.c_str());
   }
   // One parseable line for launchers and tests.
   std::printf("distopt_worker listening address=%s port=%d device=%s pid=%d\n",
@@ -144,7 +160,17 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "distopt_worker: %s received, finishing in-flight calls\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*worker)->Shutdown();
+  absl::Status saved = (*worker)->Shutdown();
+  if (!saved.ok()) {
+    return Fail(kExitCheckpointNotSaved,
+                absl::DataLossError(absl::StrCat(
+                    "saving parameters to --checkpoint_dir failed: ",
+                    saved.message())));
+  }
+  if (!options.checkpoint_dir.empty()) {
+    std::fprintf(stderr, "distopt_worker: saved %zu parameters to %s\n",
+                 (*worker)->saved_parameters(), options.checkpoint_dir.c_str());
+  }
   std::fprintf(stderr, "distopt_worker: stopped\n");
   return 0;
 }

@@ -8,7 +8,7 @@
 namespace distopt {
 
 Parameter::Parameter(uint64_t id, std::string name, Tensor values,
-                     Reservation reservation)
+                     Reservation reservation, uint64_t version)
     : id_(id),
       name_(std::move(name)),
       dtype_(values.dtype()),
@@ -16,7 +16,8 @@ Parameter::Parameter(uint64_t id, std::string name, Tensor values,
       byte_size_(values.byte_size()),
       device_(values.device()),
       values_(std::move(values)),
-      reservation_(std::move(reservation)) {}
+      reservation_(std::move(reservation)),
+      version_(version) {}
 
 ParameterInfo Parameter::Info() const {
   ParameterInfo info;

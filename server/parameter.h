@@ -25,8 +25,9 @@ namespace distopt {
 
 class Parameter {
  public:
+  // `version` is 1 for a new parameter; a restored one keeps its own.
   Parameter(uint64_t id, std::string name, Tensor values,
-            Reservation reservation);
+            Reservation reservation, uint64_t version = 1);
   Parameter(const Parameter&) = delete;
   Parameter& operator=(const Parameter&) = delete;
 
@@ -65,7 +66,7 @@ class Parameter {
   mutable absl::Mutex mutex_;
   Tensor values_ ABSL_GUARDED_BY(mutex_);
   Reservation reservation_ ABSL_GUARDED_BY(mutex_);
-  uint64_t version_ ABSL_GUARDED_BY(mutex_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mutex_);
   bool deleted_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

@@ -1,5 +1,6 @@
 #include "server/parameter_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -129,6 +130,33 @@ absl::StatusOr<ParameterInfo> ParameterStore::Delete(const ParameterKey& key) {
   }
   (*parameter)->MarkDeleted();
   return (*parameter)->Info();
+}
+
+absl::Status ParameterStore::Restore(
+    const ParameterInfo& info,
+    const std::function<absl::Status(Tensor&)>& fill) {
+  absl::Status status = ValidateParameterName(info.name, "name");
+  if (!status.ok()) return status;
+  absl::StatusOr<Reservation> reservation =
+      budget_->Reserve(static_cast<uint64_t>(info.byte_size),
+                       absl::StrCat("parameter \"", info.name, "\""));
+  if (!reservation.ok()) return reservation.status();
+  absl::StatusOr<Tensor> values =
+      Tensor::Allocate(backend_, info.dtype, info.shape);
+  if (!values.ok()) return values.status();
+  status = fill(*values);
+  if (!status.ok()) return status;
+  absl::MutexLock lock(&mutex_);
+  if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
+  }
+  by_id_[info.id] =
+      std::make_shared<Parameter>(info.id, info.name, *std::move(values),
+                                  *std::move(reservation), info.version);
+  id_by_name_[info.name] = info.id;
+  next_id_ = std::max(next_id_, info.id + 1);
+  return absl::OkStatus();
 }
 
 }  // namespace distopt

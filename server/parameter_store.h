@@ -7,6 +7,7 @@
 #define DISTOPT_SERVER_PARAMETER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -72,6 +73,13 @@ class ParameterStore {
 
   // Removes the parameter; its memory is freed once no reader holds it.
   absl::StatusOr<ParameterInfo> Delete(const ParameterKey& key);
+
+  // Puts back a parameter saved in a checkpoint, with its id, name and
+  // version; ids given out later are above every restored one. `fill`
+  // writes the values into the new tensor. ALREADY_EXISTS for a taken id or
+  // name, RESOURCE_EXHAUSTED over the budget.
+  absl::Status Restore(const ParameterInfo& info,
+                       const std::function<absl::Status(Tensor&)>& fill);
 
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   MemoryBudget& budget() const { return *budget_; }

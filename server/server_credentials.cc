@@ -75,7 +75,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   absl::StatusOr<std::string> key =
       ReadFlagFile(options.tls_key_file, "--tls_key_file");
   if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions ssl(
+      GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!options.tls_client_ca_file.empty()) {
     absl::StatusOr<std::string> ca =
@@ -93,9 +94,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     if (!token.ok()) return token.status();
     const std::string trimmed(absl::StripAsciiWhitespace(*token));
     if (trimmed.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth_token_file=", options.auth_token_file,
-          ": holds only whitespace; expected a token"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_token_file=", options.auth_token_file,
+                       ": holds only whitespace; expected a token"));
     }
     credentials->SetAuthMetadataProcessor(
         std::make_shared<BearerTokenChecker>(trimmed));

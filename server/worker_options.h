@@ -27,6 +27,10 @@ struct WorkerOptions {
   std::vector<std::string> peers;  // The other daemons' addresses.
   std::string rendezvous;          // Or: rank 0's address.
 
+  // Where parameters are restored from at start-up and saved to at a
+  // graceful shutdown ("" for nowhere). See server/checkpoint.h.
+  std::string checkpoint_dir;
+
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;

@@ -7,6 +7,7 @@
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
+#include "server/checkpoint.h"
 #include "server/server_credentials.h"
 
 namespace distopt {
@@ -41,6 +42,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 
   std::unique_ptr<WorkerServer> worker(
       new WorkerServer(options, *std::move(backend)));
+  if (!options.checkpoint_dir.empty()) {
+    absl::StatusOr<size_t> restored =
+        LoadCheckpoint(worker->parameters_, options.checkpoint_dir);
+    if (!restored.ok()) return restored.status();
+    worker->restored_parameters_ = *restored;
+  }
   worker->health_.Set("", HealthCheckResponse::NOT_SERVING);
   for (const char* service : kServedServices) {
     worker->health_.Set(service, HealthCheckResponse::NOT_SERVING);
@@ -68,16 +75,24 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   return worker;
 }
 
-void WorkerServer::Shutdown() {
-  if (shut_down_ || server_ == nullptr) return;  // Never started serving.
+absl::Status WorkerServer::Shutdown() {
+  // Never started serving, or already stopped.
+  if (shut_down_ || server_ == nullptr) return absl::OkStatus();
   shut_down_ = true;
   health_.SetAll(HealthCheckResponse::NOT_SERVING);
   // Watch streams send NOT_SERVING, then end so that shutdown can finish.
   health_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  // No call is in flight any more: the values are final.
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<size_t> saved =
+      SaveCheckpoint(parameters_, options_.checkpoint_dir);
+  if (!saved.ok()) return saved.status();
+  saved_parameters_ = *saved;
+  return absl::OkStatus();
 }
 
-WorkerServer::~WorkerServer() { Shutdown(); }
+WorkerServer::~WorkerServer() { Shutdown().IgnoreError(); }
 
 }  // namespace distopt

@@ -25,7 +25,8 @@ namespace distopt {
 class WorkerServer {
  public:
   // INVALID_ARGUMENT for bad options, FAILED_PRECONDITION when the device is
-  // unavailable, UNAVAILABLE when the address cannot be bound.
+  // unavailable, DATA_LOSS (or RESOURCE_EXHAUSTED) when the checkpoint
+  // cannot be restored, UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(
       const WorkerOptions& options);
   ~WorkerServer();
@@ -35,7 +36,14 @@ class WorkerServer {
   int port() const { return port_; }
   const WorkerOptions& options() const { return options_; }
 
-  void Shutdown();
+  // Returns the error of saving the checkpoint, if any; later calls return
+  // OK and do nothing.
+  absl::Status Shutdown();
+
+  // Parameters restored from --checkpoint_dir at start-up.
+  size_t restored_parameters() const { return restored_parameters_; }
+  // Parameters saved to --checkpoint_dir by Shutdown().
+  size_t saved_parameters() const { return saved_parameters_; }
 
  private:
   WorkerServer(const WorkerOptions& options, std::shared_ptr<Backend> backend);
@@ -50,6 +58,8 @@ class WorkerServer {
   std::string address_;
   int port_ = 0;
   bool shut_down_ = false;
+  size_t restored_parameters_ = 0;
+  size_t saved_parameters_ = 0;
 };
 
 }  // namespace distopt

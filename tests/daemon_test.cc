@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -127,6 +128,54 @@ TEST(DaemonTest, CudaDeviceKeepsParametersOnTheGpu) {
   for (float v : client.ReadParameter(*c)->host_span<float>()) {
     ASSERT_EQ(v, 2.0f);
   }
+}
+
+TEST(DaemonTest, CheckpointDirSurvivesARestart) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/ckpt";
+  const Tensor values = Ramp({1000}, 0.5f, 0.125f);
+  uint64_t first_id = 0;
+  {
+    std::unique_ptr<LocalWorker> worker =
+        StartWorkerOrDie({"--checkpoint_dir=" + dir});
+    ASSERT_NE(worker, nullptr);
+    {
+      Client client;
+      absl::StatusOr<RemoteParameter> p = client.CreateParameter(
+          worker->address(), "kept", DType::kFloat32, {1000});
+      ASSERT_TRUE(p.ok());
+      first_id = p->id;
+      ASSERT_TRUE(client.WriteParameter(*p, values).ok());
+    }
+    absl::StatusOr<int> code = worker->Stop();
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, 0);
+  }
+  std::unique_ptr<LocalWorker> worker =
+      StartWorkerOrDie({"--checkpoint_dir=" + dir});
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  absl::StatusOr<RemoteParameter> p =
+      client.FindParameter(worker->address(), "kept");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->id, first_id);
+  EXPECT_EQ(client.GetParameter(*p)->version, 2u);
+  EXPECT_TRUE(SameBytes(*client.ReadParameter(*p), values));
+  absl::StatusOr<RemoteParameter> next =
+      client.CreateParameter(worker->address(), "next", DType::kFloat32, {1});
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(next->id, first_id);
+}
+
+TEST(DaemonTest, DamagedCheckpointExitsWithCode5) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/bad";
+  ASSERT_EQ(std::system(("mkdir -p " + dir + "/parameters && echo junk > " +
+                         dir + "/parameters/index.binpb")
+                            .c_str()),
+            0);
+  std::string output;
+  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --checkpoint_dir=" + dir, &output),
+            5);
+  EXPECT_THAT(output, HasSubstr("damaged"));
 }
 
 class HealthTest : public testing::WorkerTest {
