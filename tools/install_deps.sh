@@ -8,7 +8,6 @@ packages=(
   # Build
   bazel-bootstrap        # Bazel 4.2, offline
   g++
-  pkg-config             # third_party/system_libs.bzl finds libraries with it
   protobuf-compiler      # protoc
   protobuf-compiler-grpc # grpc_cpp_plugin
   libprotobuf-dev
