@@ -1,0 +1,110 @@
+// Adam, as torch.optim.Adam (amsgrad, maximize, L2 weight decay).
+#include "server/optim/adam.h"
+
+#include <cmath>
+
+#include "server/optim/builtin_kinds.h"
+
+namespace distopt {
+
+std::vector<HyperparameterSpec> AdamHyperparameters(double weight_decay) {
+  return {
+      {"lr", 1e-3, "learning rate"},
+      {"betas", std::make_pair(0.9, 0.999),
+       "decay rates of the first and second moment averages"},
+      {"eps", 1e-8, "added to the denominator for stability"},
+      {"weight_decay", weight_decay, "weight decay"},
+      {"amsgrad", false, "use the maximum of past second moments"},
+      {"maximize", false, "maximize the objective"},
+  };
+}
+
+absl::Status ValidateAdam(const Hyperparameters& h) {
+  for (const char* name : {"lr", "eps", "weight_decay"}) {
+    absl::Status status = RequireAtLeast(h, name, 0.0);
+    if (!status.ok()) return status;
+  }
+  const auto [beta1, beta2] = h.pair("betas");
+  absl::Status status = RequireInRange("betas[0]", beta1, 0.0, 1.0, false);
+  if (status.ok()) status = RequireInRange("betas[1]", beta2, 0.0, 1.0, false);
+  return status;
+}
+
+std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h) {
+  std::vector<StateBufferSpec> buffers = {{"exp_avg", 0.0},
+                                          {"exp_avg_sq", 0.0}};
+  if (h.flag("amsgrad")) buffers.push_back({"max_exp_avg_sq", 0.0});
+  return buffers;
+}
+
+void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
+  const Hyperparameters& h = *a.hyperparameters;
+  const double lr = h.number("lr");
+  const auto [beta1, beta2] = h.pair("betas");
+  const double weight_decay = h.number("weight_decay");
+  const bool maximize = h.flag("maximize");
+  const bool amsgrad = h.flag("amsgrad");
+  // Scalars are computed in double and used in fp32, as torch.optim does.
+  const double step = static_cast<double>(a.step);
+  const double bias_correction1 = 1 - std::pow(beta1, step);
+  const double bias_correction2 = 1 - std::pow(beta2, step);
+  const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
+  const float bias_correction2_sqrt =
+      static_cast<float>(std::sqrt(bias_correction2));
+  const float b1 = static_cast<float>(beta1);
+  const float b2 = static_cast<float>(beta2);
+  const float one_minus_b1 = static_cast<float>(1 - beta1);
+  const float one_minus_b2 = static_cast<float>(1 - beta2);
+  const float eps = static_cast<float>(h.number("eps"));
+  const float l2 = decoupled_weight_decay ? 0.0f
+                                          : static_cast<float>(weight_decay);
+  const float decay = static_cast<float>(1 - lr * weight_decay);
+  float* exp_avg = a.buffers[0];
+  float* exp_avg_sq = a.buffers[1];
+  float* max_exp_avg_sq = amsgrad ? a.buffers[2] : nullptr;
+  for (int64_t i = 0; i < a.count; ++i) {
+    float g = maximize ? -a.grad[i] : a.grad[i];
+    float p = a.param[i];
+    if (decoupled_weight_decay) {
+      p = p * decay;
+    } else if (l2 != 0) {
+      g = g + l2 * p;
+    }
+    exp_avg[i] = exp_avg[i] * b1 + one_minus_b1 * g;
+    exp_avg_sq[i] = exp_avg_sq[i] * b2 + one_minus_b2 * g * g;
+    float second = exp_avg_sq[i];
+    if (amsgrad) {
+      max_exp_avg_sq[i] = std::fmax(max_exp_avg_sq[i], exp_avg_sq[i]);
+      second = max_exp_avg_sq[i];
+    }
+    const float denom = std::sqrt(second) / bias_correction2_sqrt + eps;
+    a.param[i] = p + neg_step_size * exp_avg[i] / denom;
+  }
+}
+
+namespace {
+
+class Adam : public OptimizerKind {
+ public:
+  const std::vector<HyperparameterSpec>& hyperparameters() const override {
+    static const auto* specs =
+        new std::vector<HyperparameterSpec>(AdamHyperparameters(0.0));
+    return *specs;
+  }
+  absl::Status Validate(const Hyperparameters& h) const override {
+    return ValidateAdam(h);
+  }
+  std::vector<StateBufferSpec> StateBuffers(
+      const Hyperparameters& h) const override {
+    return AdamStateBuffers(h);
+  }
+  void Update(const UpdateArgs& args) const override {
+    AdamUpdate(args, /*decoupled_weight_decay=*/false);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKind> MakeAdam() { return std::make_unique<Adam>(); }
+
+}  // namespace distopt

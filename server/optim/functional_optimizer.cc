@@ -1,0 +1,200 @@
+#include "server/optim/functional_optimizer.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
+#include "common/half.h"
+#include "common/thread_pool.h"
+
+namespace distopt {
+namespace {
+
+// Elements per parallel range: large enough that a range outweighs the
+// cost of handing it to a thread.
+constexpr int64_t kGrain = int64_t{1} << 16;
+
+// Converts `count` elements of `dtype` at `in` to fp32.
+void ToFloat(DType dtype, const void* in, int64_t count, float* out) {
+  const auto* bits = static_cast<const uint16_t*>(in);
+  if (dtype == DType::kFloat16) {
+    HalfToFloat(absl::MakeConstSpan(bits, count), absl::MakeSpan(out, count));
+  } else {
+    BFloat16ToFloat(absl::MakeConstSpan(bits, count),
+                    absl::MakeSpan(out, count));
+  }
+}
+
+void FromFloat(DType dtype, const float* in, int64_t count, void* out) {
+  auto* bits = static_cast<uint16_t*>(out);
+  if (dtype == DType::kFloat16) {
+    FloatToHalf(absl::MakeConstSpan(in, count), absl::MakeSpan(bits, count));
+  } else {
+    FloatToBFloat16(absl::MakeConstSpan(in, count),
+                    absl::MakeSpan(bits, count));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FunctionalOptimizer>>
+FunctionalOptimizer::Create(
+    const OptimizerKind* kind,
+    const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+    std::vector<ParameterLayout> parameters) {
+  absl::StatusOr<Hyperparameters> resolved =
+      ResolveHyperparameters(kind->hyperparameters(), hyperparameters);
+  if (!resolved.ok()) return resolved.status();
+  absl::Status status = kind->Validate(*resolved);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!IsFloatingPoint(parameters[i].dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params[", i, "]: ", DTypeName(parameters[i].dtype),
+          "; expected a float32, float16 or bfloat16 parameter"));
+    }
+    absl::StatusOr<int64_t> count = CheckedNumElements(
+        parameters[i].shape, parameters[i].dtype,
+        absl::StrCat("params[", i, "].shape"));
+    if (!count.ok()) return count.status();
+  }
+  return std::unique_ptr<FunctionalOptimizer>(new FunctionalOptimizer(
+      kind, *std::move(resolved), std::move(parameters)));
+}
+
+FunctionalOptimizer::FunctionalOptimizer(const OptimizerKind* kind,
+                                         Hyperparameters h,
+                                         std::vector<ParameterLayout> layouts)
+    : kind_(kind),
+      hyperparameters_(std::move(h)),
+      layouts_(std::move(layouts)),
+      states_(layouts_.size()) {}
+
+absl::Status FunctionalOptimizer::SetHyperparameters(
+    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  absl::StatusOr<Hyperparameters> resolved = ResolveHyperparameters(
+      kind_->hyperparameters(), changes, &hyperparameters_);
+  if (!resolved.ok()) return resolved.status();
+  absl::Status status = kind_->Validate(*resolved);
+  if (!status.ok()) return status;
+  hyperparameters_ = *std::move(resolved);
+  return absl::OkStatus();
+}
+
+absl::Status FunctionalOptimizer::CheckInputs(
+    absl::Span<Tensor* const> params,
+    absl::Span<const Tensor* const> grads) const {
+  if (params.size() != layouts_.size() || grads.size() != layouts_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params: ", params.size(), " parameters and ", grads.size(),
+        " gradients; expected ", layouts_.size(), " of each"));
+  }
+  for (size_t i = 0; i < layouts_.size(); ++i) {
+    const ParameterLayout& layout = layouts_[i];
+    const Tensor& param = *params[i];
+    if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
+        !param.device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params[", i, "]: ", param.DebugString(), "; expected ",
+          DTypeName(layout.dtype), ShapeToString(layout.shape), " on cpu"));
+    }
+    if (grads[i] == nullptr) continue;
+    const Tensor& grad = *grads[i];
+    if (grad.dtype() != layout.dtype || grad.shape() != layout.shape ||
+        !grad.device().is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grads[", i, "]: ", grad.DebugString(), "; expected ",
+          DTypeName(layout.dtype), ShapeToString(layout.shape), " on cpu"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
+  ParameterState& state = states_[index];
+  bool created = false;
+  // Buffers may be added later, when hyperparameters change (momentum
+  // turned on, say); they are kept in the kind's order.
+  std::vector<std::pair<std::string, Tensor>> buffers;
+  for (const StateBufferSpec& spec : kind_->StateBuffers(hyperparameters_)) {
+    auto it = std::find_if(
+        state.buffers.begin(), state.buffers.end(),
+        [&](const auto& entry) { return entry.first == spec.name; });
+    if (it != state.buffers.end()) {
+      buffers.push_back(std::move(*it));
+      continue;
+    }
+    absl::StatusOr<Tensor> buffer =
+        Tensor::AllocateHost(DType::kFloat32, layouts_[index].shape);
+    if (!buffer.ok()) return buffer.status();
+    std::fill_n(static_cast<float*>(buffer->data()), buffer->num_elements(),
+                static_cast<float>(spec.initial_value));
+    buffers.emplace_back(spec.name, *std::move(buffer));
+    created = true;
+  }
+  state.buffers = std::move(buffers);
+  return created;
+}
+
+absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
+                                       absl::Span<const Tensor* const> grads) {
+  absl::Status status = CheckInputs(params, grads);
+  if (!status.ok()) return status;
+  // Allocate every buffer before the first update, so that running out of
+  // memory leaves every parameter as it was.
+  std::vector<bool> fresh(layouts_.size(), false);
+  for (size_t i = 0; i < layouts_.size(); ++i) {
+    if (grads[i] == nullptr) continue;
+    absl::StatusOr<bool> created = EnsureBuffers(i);
+    if (!created.ok()) return created.status();
+    fresh[i] = *created;
+  }
+  for (size_t i = 0; i < layouts_.size(); ++i) {
+    if (grads[i] == nullptr) continue;
+    ++states_[i].step;
+    UpdateOne(i, *params[i], *grads[i], fresh[i]);
+  }
+  return absl::OkStatus();
+}
+
+void FunctionalOptimizer::UpdateOne(size_t index, Tensor& param,
+                                    const Tensor& grad, bool fresh_buffers) {
+  ParameterState& state = states_[index];
+  const DType dtype = param.dtype();
+  ThreadPool::Default().ParallelFor(
+      param.num_elements(), kGrain, [&](int64_t begin, int64_t end) {
+        const int64_t count = end - begin;
+        std::vector<float*> buffers;
+        for (auto& entry : state.buffers) {
+          buffers.push_back(static_cast<float*>(entry.second.data()) + begin);
+        }
+        UpdateArgs args;
+        args.hyperparameters = &hyperparameters_;
+        args.step = state.step;
+        args.fresh_buffers = fresh_buffers;
+        args.buffers = buffers.data();
+        args.count = count;
+        if (dtype == DType::kFloat32) {
+          args.param = static_cast<float*>(param.data()) + begin;
+          args.grad = static_cast<const float*>(grad.data()) + begin;
+          kind_->Update(args);
+          return;
+        }
+        // Half precision: update an fp32 copy, then round to nearest even.
+        const size_t element = ElementSize(dtype);
+        char* param_bytes = static_cast<char*>(param.data()) + begin * element;
+        const char* grad_bytes =
+            static_cast<const char*>(grad.data()) + begin * element;
+        std::vector<float> param32(count);
+        std::vector<float> grad32(count);
+        ToFloat(dtype, param_bytes, count, param32.data());
+        ToFloat(dtype, grad_bytes, count, grad32.data());
+        args.param = param32.data();
+        args.grad = grad32.data();
+        kind_->Update(args);
+        FromFloat(dtype, param32.data(), count, param_bytes);
+      });
+}
+
+}  // namespace distopt

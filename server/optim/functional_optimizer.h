@@ -1,0 +1,84 @@
+// FunctionalOptimizer: one optimizer kind, its hyperparameters and the
+// per-parameter state, over an ordered list of parameters (a param group of
+// torch.optim). It updates host tensors in place; fp16 and bf16 parameters
+// are updated in fp32 and rounded to nearest even, their state kept in fp32.
+//
+// A parameter without a gradient in a step is skipped: no state is made for
+// it and its step count stays. Every input is checked before anything
+// changes, so a refused step changes nothing. Not thread-safe: the caller
+// serialises steps (the daemon does so per parameter set).
+#ifndef DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_
+#define DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/shape.h"
+#include "common/tensor.h"
+#include "server/optim/hyperparameters.h"
+#include "server/optim/optimizer_kind.h"
+
+namespace distopt {
+
+struct ParameterLayout {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+};
+
+// One parameter's optimizer state; empty until its first step.
+struct ParameterState {
+  int64_t step = 0;
+  // fp32 host tensors, in the kind's StateBuffers order.
+  std::vector<std::pair<std::string, Tensor>> buffers;
+};
+
+class FunctionalOptimizer {
+ public:
+  // INVALID_ARGUMENT for bad hyperparameters (naming them) or a parameter
+  // that is not floating point.
+  static absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> Create(
+      const OptimizerKind* kind,
+      const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+      std::vector<ParameterLayout> parameters);
+
+  // Updates params[i] with grads[i]; a null gradient skips that parameter.
+  // INVALID_ARGUMENT naming "params[i]" or "grads[i]" when a tensor does not
+  // match its layout.
+  absl::Status Step(absl::Span<Tensor* const> params,
+                    absl::Span<const Tensor* const> grads);
+
+  // Changes some hyperparameters (an LR schedule); all or nothing.
+  absl::Status SetHyperparameters(
+      const absl::flat_hash_map<std::string, HyperValue>& changes);
+
+  const Hyperparameters& hyperparameters() const { return hyperparameters_; }
+  const OptimizerKind& kind() const { return *kind_; }
+  const std::vector<ParameterLayout>& parameters() const { return layouts_; }
+  const ParameterState& state(size_t index) const { return states_[index]; }
+
+ private:
+  FunctionalOptimizer(const OptimizerKind* kind, Hyperparameters h,
+                      std::vector<ParameterLayout> layouts);
+
+  absl::Status CheckInputs(absl::Span<Tensor* const> params,
+                           absl::Span<const Tensor* const> grads) const;
+  // Creates missing buffers; true if any was created.
+  absl::StatusOr<bool> EnsureBuffers(size_t index);
+  void UpdateOne(size_t index, Tensor& param, const Tensor& grad,
+                 bool fresh_buffers);
+
+  const OptimizerKind* const kind_;
+  Hyperparameters hyperparameters_;
+  const std::vector<ParameterLayout> layouts_;
+  std::vector<ParameterState> states_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_

@@ -1,0 +1,103 @@
+#include "server/optim/hyperparameters.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distopt {
+
+absl::string_view HyperTypeName(const HyperValue& value) {
+  if (std::holds_alternative<double>(value)) return "number";
+  if (std::holds_alternative<bool>(value)) return "bool";
+  return "pair";
+}
+
+std::string HyperValueToString(const HyperValue& value) {
+  if (const double* number = std::get_if<double>(&value)) {
+    return absl::StrCat(*number);
+  }
+  if (const bool* flag = std::get_if<bool>(&value)) {
+    return *flag ? "true" : "false";
+  }
+  const auto& pair = std::get<std::pair<double, double>>(value);
+  return absl::StrCat("(", pair.first, ", ", pair.second, ")");
+}
+
+double Hyperparameters::number(absl::string_view name) const {
+  return std::get<double>(values_.at(name));
+}
+
+bool Hyperparameters::flag(absl::string_view name) const {
+  return std::get<bool>(values_.at(name));
+}
+
+std::pair<double, double> Hyperparameters::pair(absl::string_view name) const {
+  return std::get<std::pair<double, double>>(values_.at(name));
+}
+
+absl::StatusOr<Hyperparameters> ResolveHyperparameters(
+    const std::vector<HyperparameterSpec>& specs,
+    const absl::flat_hash_map<std::string, HyperValue>& given,
+    const Hyperparameters* base) {
+  Hyperparameters resolved;
+  std::vector<std::string> known;
+  for (const HyperparameterSpec& spec : specs) {
+    resolved.values_[spec.name] =
+        base != nullptr ? base->values().at(spec.name) : spec.default_value;
+    known.push_back(spec.name);
+  }
+  for (const auto& [name, value] : given) {
+    auto it = resolved.values_.find(name);
+    if (it == resolved.values_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hyperparameters.", name,
+                       ": unknown hyperparameter; expected one of ",
+                       absl::StrJoin(known, ", ")));
+    }
+    if (value.index() != it->second.index()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hyperparameters.", name, ": a ", HyperTypeName(value),
+          "; expected a ", HyperTypeName(it->second)));
+    }
+    std::vector<double> numbers;
+    if (const double* number = std::get_if<double>(&value)) {
+      numbers.push_back(*number);
+    } else if (const auto* pair =
+                   std::get_if<std::pair<double, double>>(&value)) {
+      numbers = {pair->first, pair->second};
+    }
+    for (double number : numbers) {
+      if (!std::isfinite(number)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("hyperparameters.", name, ": ", number,
+                         " is not finite; expected a finite number"));
+      }
+    }
+    it->second = value;
+  }
+  return resolved;
+}
+
+absl::Status RequireAtLeast(const Hyperparameters& h, absl::string_view name,
+                            double minimum) {
+  const double value = h.number(name);
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("hyperparameters.", name, ": invalid value ", value,
+                   "; expected ", name, " >= ", minimum));
+}
+
+absl::Status RequireInRange(absl::string_view name, double value, double low,
+                            double high, bool high_closed) {
+  if (value >= low && (high_closed ? value <= high : value < high)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "hyperparameters.", name, ": invalid value ", value, "; expected ", low,
+      " <= ", name, high_closed ? " <= " : " < ", high));
+}
+
+}  // namespace distopt

@@ -1,0 +1,83 @@
+// RMSprop, as torch.optim.RMSprop (alpha, centered, momentum, weight decay,
+// maximize).
+#include <cmath>
+
+#include "server/optim/builtin_kinds.h"
+
+namespace distopt {
+namespace {
+
+class Rmsprop : public OptimizerKind {
+ public:
+  const std::vector<HyperparameterSpec>& hyperparameters() const override {
+    static const auto* specs = new std::vector<HyperparameterSpec>{
+        {"lr", 1e-2, "learning rate"},
+        {"alpha", 0.99, "smoothing constant"},
+        {"eps", 1e-8, "added to the denominator for stability"},
+        {"weight_decay", 0.0, "L2 penalty"},
+        {"momentum", 0.0, "momentum factor"},
+        {"centered", false, "normalise by the estimated variance"},
+        {"maximize", false, "maximize the objective"},
+    };
+    return *specs;
+  }
+
+  absl::Status Validate(const Hyperparameters& h) const override {
+    for (const char* name : {"lr", "eps", "momentum", "weight_decay", "alpha"}) {
+      absl::Status status = RequireAtLeast(h, name, 0.0);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<StateBufferSpec> StateBuffers(
+      const Hyperparameters& h) const override {
+    std::vector<StateBufferSpec> buffers = {{"square_avg", 0.0}};
+    if (h.number("momentum") > 0) buffers.push_back({"momentum_buffer", 0.0});
+    if (h.flag("centered")) buffers.push_back({"grad_avg", 0.0});
+    return buffers;
+  }
+
+  void Update(const UpdateArgs& a) const override {
+    const Hyperparameters& h = *a.hyperparameters;
+    const float neg_lr = static_cast<float>(-h.number("lr"));
+    const float alpha = static_cast<float>(h.number("alpha"));
+    const float one_minus_alpha = static_cast<float>(1 - h.number("alpha"));
+    const float eps = static_cast<float>(h.number("eps"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    const float momentum = static_cast<float>(h.number("momentum"));
+    const bool has_momentum = h.number("momentum") > 0;
+    const bool centered = h.flag("centered");
+    const bool maximize = h.flag("maximize");
+    float* square_avg = a.buffers[0];
+    float* buf = has_momentum ? a.buffers[1] : nullptr;
+    float* grad_avg = centered ? a.buffers[has_momentum ? 2 : 1] : nullptr;
+    for (int64_t i = 0; i < a.count; ++i) {
+      float g = maximize ? -a.grad[i] : a.grad[i];
+      if (weight_decay != 0) g = g + weight_decay * a.param[i];
+      square_avg[i] = square_avg[i] * alpha + one_minus_alpha * g * g;
+      float avg;
+      if (centered) {
+        grad_avg[i] = grad_avg[i] * alpha + one_minus_alpha * g;
+        avg = std::sqrt(square_avg[i] + -1.0f * grad_avg[i] * grad_avg[i]);
+      } else {
+        avg = std::sqrt(square_avg[i]);
+      }
+      avg = avg + eps;
+      if (has_momentum) {
+        buf[i] = buf[i] * momentum + 1.0f * g / avg;
+        a.param[i] = a.param[i] + neg_lr * buf[i];
+      } else {
+        a.param[i] = a.param[i] + neg_lr * g / avg;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKind> MakeRmsprop() {
+  return std::make_unique<Rmsprop>();
+}
+
+}  // namespace distopt

@@ -1,0 +1,81 @@
+// Rprop, as torch.optim.Rprop (etas, step_sizes, maximize).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+#include "server/optim/builtin_kinds.h"
+
+namespace distopt {
+namespace {
+
+class Rprop : public OptimizerKind {
+ public:
+  const std::vector<HyperparameterSpec>& hyperparameters() const override {
+    static const auto* specs = new std::vector<HyperparameterSpec>{
+        {"lr", 1e-2, "initial step size"},
+        {"etas", std::make_pair(0.5, 1.2),
+         "multiplicative decrease and increase factors"},
+        {"step_sizes", std::make_pair(1e-6, 50.0),
+         "minimal and maximal step sizes"},
+        {"maximize", false, "maximize the objective"},
+    };
+    return *specs;
+  }
+
+  absl::Status Validate(const Hyperparameters& h) const override {
+    absl::Status status = RequireAtLeast(h, "lr", 0.0);
+    if (!status.ok()) return status;
+    const auto [etaminus, etaplus] = h.pair("etas");
+    if (!(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hyperparameters.etas: invalid value (", etaminus, ", ", etaplus,
+          "); expected 0 < etas[0] < 1 < etas[1]"));
+    }
+    const auto [step_min, step_max] = h.pair("step_sizes");
+    if (!(0.0 <= step_min && step_min <= step_max)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hyperparameters.step_sizes: invalid value (", step_min, ", ",
+          step_max, "); expected 0 <= step_sizes[0] <= step_sizes[1]"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<StateBufferSpec> StateBuffers(
+      const Hyperparameters& h) const override {
+    return {{"prev", 0.0}, {"step_size", h.number("lr")}};
+  }
+
+  void Update(const UpdateArgs& a) const override {
+    const Hyperparameters& h = *a.hyperparameters;
+    const auto [etaminus_d, etaplus_d] = h.pair("etas");
+    const auto [step_min_d, step_max_d] = h.pair("step_sizes");
+    const float etaminus = static_cast<float>(etaminus_d);
+    const float etaplus = static_cast<float>(etaplus_d);
+    const float step_min = static_cast<float>(step_min_d);
+    const float step_max = static_cast<float>(step_max_d);
+    const bool maximize = h.flag("maximize");
+    float* prev = a.buffers[0];
+    float* step_size = a.buffers[1];
+    for (int64_t i = 0; i < a.count; ++i) {
+      float g = maximize ? -a.grad[i] : a.grad[i];
+      const float product = g * prev[i];
+      const float factor =
+          product > 0 ? etaplus : (product < 0 ? etaminus : 1.0f);
+      step_size[i] = std::min(std::max(step_size[i] * factor, step_min),
+                              step_max);
+      // After a sign change the step is skipped and the gradient forgotten.
+      if (product < 0) g = 0;
+      const float sign = g > 0 ? 1.0f : (g < 0 ? -1.0f : 0.0f);
+      a.param[i] = a.param[i] + -1.0f * sign * step_size[i];
+      prev[i] = g;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKind> MakeRprop() {
+  return std::make_unique<Rprop>();
+}
+
+}  // namespace distopt

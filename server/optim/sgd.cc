@@ -1,0 +1,75 @@
+// SGD with momentum, dampening, Nesterov, weight decay and maximize, as
+// torch.optim.SGD (lr defaults to 1e-3, as in PyTorch 2.x).
+#include "absl/strings/str_cat.h"
+#include "server/optim/builtin_kinds.h"
+
+namespace distopt {
+namespace {
+
+class Sgd : public OptimizerKind {
+ public:
+  const std::vector<HyperparameterSpec>& hyperparameters() const override {
+    static const auto* specs = new std::vector<HyperparameterSpec>{
+        {"lr", 1e-3, "learning rate"},
+        {"momentum", 0.0, "momentum factor"},
+        {"dampening", 0.0, "dampening for momentum"},
+        {"weight_decay", 0.0, "L2 penalty"},
+        {"nesterov", false, "Nesterov momentum"},
+        {"maximize", false, "maximize the objective"},
+    };
+    return *specs;
+  }
+
+  absl::Status Validate(const Hyperparameters& h) const override {
+    for (const char* name : {"lr", "momentum", "weight_decay"}) {
+      absl::Status status = RequireAtLeast(h, name, 0.0);
+      if (!status.ok()) return status;
+    }
+    if (h.flag("nesterov") &&
+        (h.number("momentum") <= 0 || h.number("dampening") != 0)) {
+      return absl::InvalidArgumentError(
+          "hyperparameters.nesterov: Nesterov momentum requires a momentum "
+          "and zero dampening; expected momentum > 0 and dampening = 0");
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<StateBufferSpec> StateBuffers(
+      const Hyperparameters& h) const override {
+    if (h.number("momentum") == 0) return {};
+    return {{"momentum_buffer", 0.0}};
+  }
+
+  bool has_step_state() const override { return false; }
+
+  void Update(const UpdateArgs& a) const override {
+    const Hyperparameters& h = *a.hyperparameters;
+    const float lr = static_cast<float>(h.number("lr"));
+    const float momentum = static_cast<float>(h.number("momentum"));
+    const float one_minus_dampening =
+        static_cast<float>(1.0 - h.number("dampening"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    const bool nesterov = h.flag("nesterov");
+    const bool maximize = h.flag("maximize");
+    const bool has_momentum = h.number("momentum") != 0;
+    // torch.optim creates the buffer on the first step as a copy of the
+    // gradient, without dampening.
+    const bool first = a.fresh_buffers;
+    float* buf = has_momentum ? a.buffers[0] : nullptr;
+    for (int64_t i = 0; i < a.count; ++i) {
+      float d = maximize ? -a.grad[i] : a.grad[i];
+      if (weight_decay != 0) d = d + weight_decay * a.param[i];
+      if (has_momentum) {
+        buf[i] = first ? d : buf[i] * momentum + one_minus_dampening * d;
+        d = nesterov ? d + momentum * buf[i] : buf[i];
+      }
+      a.param[i] = a.param[i] + (-lr) * d;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerKind> MakeSgd() { return std::make_unique<Sgd>(); }
+
+}  // namespace distopt
