@@ -47,8 +47,8 @@ void ThreadPool::ParallelFor(
     int64_t n, int64_t grain,
     const std::function<void(int64_t begin, int64_t end)>& body) {
   if (n <= 0) return;
-  const int64_t parts =
-      std::min<int64_t>(size(), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  const int64_t parts = std::min<int64_t>(
+      size(), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
   if (parts == 1) {
     body(0, n);
     return;

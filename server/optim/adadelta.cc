@@ -2,9 +2,26 @@
 #include <cmath>
 
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void AdadeltaLoop(int64_t n, float* param, const float* grad,
+                                     float* square_avg, float* acc_delta,
+                                     float neg_lr, float rho,
+                                     float one_minus_rho, float eps,
+                                     float weight_decay, bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    square_avg[i] = AddProduct(square_avg[i] * rho, one_minus_rho, g, g);
+    const float std_dev = std::sqrt(square_avg[i] + eps);
+    const float delta = std::sqrt(acc_delta[i] + eps) / std_dev * g;
+    acc_delta[i] = AddProduct(acc_delta[i] * rho, one_minus_rho, delta, delta);
+    param[i] = AddScaled(param[i], neg_lr, delta);
+  }
+}
 
 class Adadelta : public OptimizerKind {
  public:
@@ -34,23 +51,13 @@ class Adadelta : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const float neg_lr = static_cast<float>(-h.number("lr"));
-    const float rho = static_cast<float>(h.number("rho"));
-    const float one_minus_rho = static_cast<float>(1 - h.number("rho"));
-    const float eps = static_cast<float>(h.number("eps"));
-    const float weight_decay = static_cast<float>(h.number("weight_decay"));
-    const bool maximize = h.flag("maximize");
-    float* square_avg = a.buffers[0];
-    float* acc_delta = a.buffers[1];
-    for (int64_t i = 0; i < a.count; ++i) {
-      float g = maximize ? -a.grad[i] : a.grad[i];
-      if (weight_decay != 0) g = g + weight_decay * a.param[i];
-      square_avg[i] = square_avg[i] * rho + one_minus_rho * g * g;
-      const float std_dev = std::sqrt(square_avg[i] + eps);
-      const float delta = std::sqrt(acc_delta[i] + eps) / std_dev * g;
-      acc_delta[i] = acc_delta[i] * rho + one_minus_rho * delta * delta;
-      a.param[i] = a.param[i] + neg_lr * delta;
-    }
+    AdadeltaLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+                 static_cast<float>(-h.number("lr")),
+                 static_cast<float>(h.number("rho")),
+                 static_cast<float>(1 - h.number("rho")),
+                 static_cast<float>(h.number("eps")),
+                 static_cast<float>(h.number("weight_decay")),
+                 h.flag("maximize"));
   }
 };
 

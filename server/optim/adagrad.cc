@@ -3,9 +3,23 @@
 #include <cmath>
 
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void AdagradLoop(int64_t n, float* param, const float* grad,
+                                    float* sum, float neg_clr,
+                                    float weight_decay, float eps,
+                                    bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    sum[i] = AddProduct(sum[i], 1.0f, g, g);
+    const float std_dev = std::sqrt(sum[i]) + eps;
+    param[i] = AddQuotient(param[i], neg_clr, g, std_dev);
+  }
+}
 
 class Adagrad : public OptimizerKind {
  public:
@@ -30,6 +44,8 @@ class Adagrad : public OptimizerKind {
     return absl::OkStatus();
   }
 
+  bool creates_state_eagerly() const override { return true; }
+
   std::vector<StateBufferSpec> StateBuffers(
       const Hyperparameters& h) const override {
     return {{"sum", h.number("initial_accumulator_value")}};
@@ -37,21 +53,12 @@ class Adagrad : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const double clr =
-        h.number("lr") /
-        (1 + (static_cast<double>(a.step) - 1) * h.number("lr_decay"));
-    const float neg_clr = static_cast<float>(-clr);
-    const float weight_decay = static_cast<float>(h.number("weight_decay"));
-    const float eps = static_cast<float>(h.number("eps"));
-    const bool maximize = h.flag("maximize");
-    float* sum = a.buffers[0];
-    for (int64_t i = 0; i < a.count; ++i) {
-      float g = maximize ? -a.grad[i] : a.grad[i];
-      if (weight_decay != 0) g = g + weight_decay * a.param[i];
-      sum[i] = sum[i] + 1.0f * g * g;
-      const float std_dev = std::sqrt(sum[i]) + eps;
-      a.param[i] = a.param[i] + neg_clr * g / std_dev;
-    }
+    const double clr = h.number("lr") / (1 + (static_cast<double>(a.step) - 1) *
+                                                 h.number("lr_decay"));
+    AdagradLoop(a.count, a.param, a.grad, a.buffers[0],
+                static_cast<float>(-clr),
+                static_cast<float>(h.number("weight_decay")),
+                static_cast<float>(h.number("eps")), h.flag("maximize"));
   }
 };
 

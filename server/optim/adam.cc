@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 
@@ -37,6 +38,38 @@ std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h) {
   return buffers;
 }
 
+namespace {
+
+DISTOPT_CPU_KERNEL void AdamLoop(int64_t n, float* param, const float* grad,
+                                 float* exp_avg, float* exp_avg_sq,
+                                 float* max_exp_avg_sq, float b1, float b2,
+                                 float one_minus_b1, float one_minus_b2,
+                                 float neg_step_size,
+                                 float bias_correction2_sqrt, float eps,
+                                 float l2, float decay, bool decoupled,
+                                 bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    float p = param[i];
+    if (decoupled) {
+      p = p * decay;
+    } else if (l2 != 0) {
+      g = AddScaled(g, l2, p);
+    }
+    exp_avg[i] = AddScaled(exp_avg[i] * b1, one_minus_b1, g);
+    exp_avg_sq[i] = AddProduct(exp_avg_sq[i] * b2, one_minus_b2, g, g);
+    float second = exp_avg_sq[i];
+    if (max_exp_avg_sq != nullptr) {
+      max_exp_avg_sq[i] = std::fmax(max_exp_avg_sq[i], exp_avg_sq[i]);
+      second = max_exp_avg_sq[i];
+    }
+    const float denom = std::sqrt(second) / bias_correction2_sqrt + eps;
+    param[i] = AddQuotient(p, neg_step_size, exp_avg[i], denom);
+  }
+}
+
+}  // namespace
+
 void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
   const Hyperparameters& h = *a.hyperparameters;
   const double lr = h.number("lr");
@@ -56,30 +89,14 @@ void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
   const float one_minus_b1 = static_cast<float>(1 - beta1);
   const float one_minus_b2 = static_cast<float>(1 - beta2);
   const float eps = static_cast<float>(h.number("eps"));
-  const float l2 = decoupled_weight_decay ? 0.0f
-                                          : static_cast<float>(weight_decay);
+  const float l2 =
+      decoupled_weight_decay ? 0.0f : static_cast<float>(weight_decay);
   const float decay = static_cast<float>(1 - lr * weight_decay);
-  float* exp_avg = a.buffers[0];
-  float* exp_avg_sq = a.buffers[1];
-  float* max_exp_avg_sq = amsgrad ? a.buffers[2] : nullptr;
-  for (int64_t i = 0; i < a.count; ++i) {
-    float g = maximize ? -a.grad[i] : a.grad[i];
-    float p = a.param[i];
-    if (decoupled_weight_decay) {
-      p = p * decay;
-    } else if (l2 != 0) {
-      g = g + l2 * p;
-    }
-    exp_avg[i] = exp_avg[i] * b1 + one_minus_b1 * g;
-    exp_avg_sq[i] = exp_avg_sq[i] * b2 + one_minus_b2 * g * g;
-    float second = exp_avg_sq[i];
-    if (amsgrad) {
-      max_exp_avg_sq[i] = std::fmax(max_exp_avg_sq[i], exp_avg_sq[i]);
-      second = max_exp_avg_sq[i];
-    }
-    const float denom = std::sqrt(second) / bias_correction2_sqrt + eps;
-    a.param[i] = p + neg_step_size * exp_avg[i] / denom;
-  }
+  AdamLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+           amsgrad ? a.buffers[2] : nullptr, b1, b2, one_minus_b1, one_minus_b2,
+           neg_step_size, bias_correction2_sqrt, eps, l2,
+           decoupled_weight_decay ? decay : 1.0f, decoupled_weight_decay,
+           maximize);
 }
 
 namespace {

@@ -2,9 +2,24 @@
 #include <cmath>
 
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void AdamaxLoop(int64_t n, float* param, const float* grad,
+                                   float* exp_avg, float* exp_inf, float b1,
+                                   float b2, float one_minus_b1, float neg_clr,
+                                   float eps, float weight_decay,
+                                   bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    exp_avg[i] = AddScaled(exp_avg[i] * b1, one_minus_b1, g);
+    exp_inf[i] = std::fmax(exp_inf[i] * b2, std::fabs(g) + eps);
+    param[i] = AddQuotient(param[i], neg_clr, exp_avg[i], exp_inf[i]);
+  }
+}
 
 class Adamax : public OptimizerKind {
  public:
@@ -43,22 +58,13 @@ class Adamax : public OptimizerKind {
     const auto [beta1, beta2] = h.pair("betas");
     const double bias_correction =
         1 - std::pow(beta1, static_cast<double>(a.step));
-    const float neg_clr = static_cast<float>(-(h.number("lr") / bias_correction));
-    const float b1 = static_cast<float>(beta1);
-    const float b2 = static_cast<float>(beta2);
-    const float one_minus_b1 = static_cast<float>(1 - beta1);
-    const float eps = static_cast<float>(h.number("eps"));
-    const float weight_decay = static_cast<float>(h.number("weight_decay"));
-    const bool maximize = h.flag("maximize");
-    float* exp_avg = a.buffers[0];
-    float* exp_inf = a.buffers[1];
-    for (int64_t i = 0; i < a.count; ++i) {
-      float g = maximize ? -a.grad[i] : a.grad[i];
-      if (weight_decay != 0) g = g + weight_decay * a.param[i];
-      exp_avg[i] = exp_avg[i] * b1 + one_minus_b1 * g;
-      exp_inf[i] = std::fmax(exp_inf[i] * b2, std::fabs(g) + eps);
-      a.param[i] = a.param[i] + neg_clr * exp_avg[i] / exp_inf[i];
-    }
+    AdamaxLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+               static_cast<float>(beta1), static_cast<float>(beta2),
+               static_cast<float>(1 - beta1),
+               static_cast<float>(-(h.number("lr") / bias_correction)),
+               static_cast<float>(h.number("eps")),
+               static_cast<float>(h.number("weight_decay")),
+               h.flag("maximize"));
   }
 };
 

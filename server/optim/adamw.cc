@@ -27,8 +27,6 @@ class AdamW : public OptimizerKind {
 
 }  // namespace
 
-std::unique_ptr<OptimizerKind> MakeAdamW() {
-  return std::make_unique<AdamW>();
-}
+std::unique_ptr<OptimizerKind> MakeAdamW() { return std::make_unique<AdamW>(); }
 
 }  // namespace distopt

@@ -50,17 +50,24 @@ FunctionalOptimizer::Create(
   if (!status.ok()) return status;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!IsFloatingPoint(parameters[i].dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "params[", i, "]: ", DTypeName(parameters[i].dtype),
-          "; expected a float32, float16 or bfloat16 parameter"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("params[", i, "]: ", DTypeName(parameters[i].dtype),
+                       "; expected a float32, float16 or bfloat16 parameter"));
     }
-    absl::StatusOr<int64_t> count = CheckedNumElements(
-        parameters[i].shape, parameters[i].dtype,
-        absl::StrCat("params[", i, "].shape"));
+    absl::StatusOr<int64_t> count =
+        CheckedNumElements(parameters[i].shape, parameters[i].dtype,
+                           absl::StrCat("params[", i, "].shape"));
     if (!count.ok()) return count.status();
   }
-  return std::unique_ptr<FunctionalOptimizer>(new FunctionalOptimizer(
+  std::unique_ptr<FunctionalOptimizer> optimizer(new FunctionalOptimizer(
       kind, *std::move(resolved), std::move(parameters)));
+  if (kind->creates_state_eagerly()) {
+    for (size_t i = 0; i < optimizer->layouts_.size(); ++i) {
+      absl::StatusOr<bool> created = optimizer->EnsureBuffers(i);
+      if (!created.ok()) return created.status();
+    }
+  }
+  return optimizer;
 }
 
 FunctionalOptimizer::FunctionalOptimizer(const OptimizerKind* kind,

@@ -3,10 +3,11 @@
 // torch.optim). It updates host tensors in place; fp16 and bf16 parameters
 // are updated in fp32 and rounded to nearest even, their state kept in fp32.
 //
-// A parameter without a gradient in a step is skipped: no state is made for
-// it and its step count stays. Every input is checked before anything
-// changes, so a refused step changes nothing. Not thread-safe: the caller
-// serialises steps (the daemon does so per parameter set).
+// A parameter without a gradient in a step is skipped: its step count stays
+// and no state is made for it (except for kinds that, like torch's Adagrad,
+// make all state when the optimizer is created). Every input is checked before
+// anything changes, so a refused step changes nothing. Not thread-safe: the
+// caller serialises steps (the daemon does so per parameter set).
 #ifndef DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_
 #define DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_
 

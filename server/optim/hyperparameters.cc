@@ -58,9 +58,9 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(
                        absl::StrJoin(known, ", ")));
     }
     if (value.index() != it->second.index()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "hyperparameters.", name, ": a ", HyperTypeName(value),
-          "; expected a ", HyperTypeName(it->second)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("hyperparameters.", name, ": a ", HyperTypeName(value),
+                       "; expected a ", HyperTypeName(it->second)));
     }
     std::vector<double> numbers;
     if (const double* number = std::get_if<double>(&value)) {

@@ -56,6 +56,10 @@ class OptimizerKind {
   // not).
   virtual bool has_step_state() const { return true; }
 
+  // Whether torch.optim makes the state when the optimizer is created
+  // (Adagrad does), rather than at each parameter's first step.
+  virtual bool creates_state_eagerly() const { return false; }
+
   // The elementwise update. Element i's result depends only on element i
   // of every array, so callers may split a tensor into ranges.
   virtual void Update(const UpdateArgs& args) const = 0;

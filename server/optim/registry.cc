@@ -35,9 +35,9 @@ absl::StatusOr<const OptimizerKind*> OptimizerRegistry::Find(
   if (it != kinds_.end()) return it->second.get();
   std::vector<std::string> names;
   for (const auto& entry : kinds_) names.push_back(entry.first);
-  return absl::NotFoundError(
-      absl::StrCat("kind: no optimizer kind \"", name,
-                   "\"; expected one of ", absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(absl::StrCat("kind: no optimizer kind \"", name,
+                                          "\"; expected one of ",
+                                          absl::StrJoin(names, ", ")));
 }
 
 std::vector<std::string> OptimizerRegistry::Names() const {

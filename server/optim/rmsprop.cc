@@ -3,9 +3,38 @@
 #include <cmath>
 
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void RmspropLoop(int64_t n, float* param, const float* grad,
+                                    float* square_avg, float* buf,
+                                    float* grad_avg, float neg_lr, float alpha,
+                                    float one_minus_alpha, float eps,
+                                    float weight_decay, float momentum,
+                                    bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    square_avg[i] = AddProduct(square_avg[i] * alpha, one_minus_alpha, g, g);
+    float avg;
+    if (grad_avg != nullptr) {
+      grad_avg[i] = AddScaled(grad_avg[i] * alpha, one_minus_alpha, g);
+      avg =
+          std::sqrt(AddProduct(square_avg[i], -1.0f, grad_avg[i], grad_avg[i]));
+    } else {
+      avg = std::sqrt(square_avg[i]);
+    }
+    avg = avg + eps;
+    if (buf != nullptr) {
+      buf[i] = AddQuotient(buf[i] * momentum, 1.0f, g, avg);
+      param[i] = AddScaled(param[i], neg_lr, buf[i]);
+    } else {
+      param[i] = AddQuotient(param[i], neg_lr, g, avg);
+    }
+  }
+}
 
 class Rmsprop : public OptimizerKind {
  public:
@@ -23,7 +52,8 @@ class Rmsprop : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "eps", "momentum", "weight_decay", "alpha"}) {
+    for (const char* name :
+         {"lr", "eps", "momentum", "weight_decay", "alpha"}) {
       absl::Status status = RequireAtLeast(h, name, 0.0);
       if (!status.ok()) return status;
     }
@@ -40,37 +70,17 @@ class Rmsprop : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const float neg_lr = static_cast<float>(-h.number("lr"));
-    const float alpha = static_cast<float>(h.number("alpha"));
-    const float one_minus_alpha = static_cast<float>(1 - h.number("alpha"));
-    const float eps = static_cast<float>(h.number("eps"));
-    const float weight_decay = static_cast<float>(h.number("weight_decay"));
-    const float momentum = static_cast<float>(h.number("momentum"));
     const bool has_momentum = h.number("momentum") > 0;
     const bool centered = h.flag("centered");
-    const bool maximize = h.flag("maximize");
-    float* square_avg = a.buffers[0];
-    float* buf = has_momentum ? a.buffers[1] : nullptr;
-    float* grad_avg = centered ? a.buffers[has_momentum ? 2 : 1] : nullptr;
-    for (int64_t i = 0; i < a.count; ++i) {
-      float g = maximize ? -a.grad[i] : a.grad[i];
-      if (weight_decay != 0) g = g + weight_decay * a.param[i];
-      square_avg[i] = square_avg[i] * alpha + one_minus_alpha * g * g;
-      float avg;
-      if (centered) {
-        grad_avg[i] = grad_avg[i] * alpha + one_minus_alpha * g;
-        avg = std::sqrt(square_avg[i] + -1.0f * grad_avg[i] * grad_avg[i]);
-      } else {
-        avg = std::sqrt(square_avg[i]);
-      }
-      avg = avg + eps;
-      if (has_momentum) {
-        buf[i] = buf[i] * momentum + 1.0f * g / avg;
-        a.param[i] = a.param[i] + neg_lr * buf[i];
-      } else {
-        a.param[i] = a.param[i] + neg_lr * g / avg;
-      }
-    }
+    RmspropLoop(a.count, a.param, a.grad, a.buffers[0],
+                has_momentum ? a.buffers[1] : nullptr,
+                centered ? a.buffers[has_momentum ? 2 : 1] : nullptr,
+                static_cast<float>(-h.number("lr")),
+                static_cast<float>(h.number("alpha")),
+                static_cast<float>(1 - h.number("alpha")),
+                static_cast<float>(h.number("eps")),
+                static_cast<float>(h.number("weight_decay")),
+                static_cast<float>(h.number("momentum")), h.flag("maximize"));
   }
 };
 

@@ -2,11 +2,30 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void RpropLoop(int64_t n, float* param, const float* grad,
+                                  float* prev, float* step_size, float etaminus,
+                                  float etaplus, float step_min, float step_max,
+                                  bool maximize) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = maximize ? -grad[i] : grad[i];
+    const float product = g * prev[i];
+    const float factor =
+        product > 0 ? etaplus : (product < 0 ? etaminus : 1.0f);
+    step_size[i] =
+        std::min(std::max(step_size[i] * factor, step_min), step_max);
+    // After a sign change the step is skipped and the gradient forgotten.
+    if (product < 0) g = 0;
+    const float sign = g > 0 ? 1.0f : (g < 0 ? -1.0f : 0.0f);
+    param[i] = AddProduct(param[i], -1.0f, sign, step_size[i]);
+    prev[i] = g;
+  }
+}
 
 class Rprop : public OptimizerKind {
  public:
@@ -27,9 +46,9 @@ class Rprop : public OptimizerKind {
     if (!status.ok()) return status;
     const auto [etaminus, etaplus] = h.pair("etas");
     if (!(0.0 < etaminus && etaminus < 1.0 && 1.0 < etaplus)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "hyperparameters.etas: invalid value (", etaminus, ", ", etaplus,
-          "); expected 0 < etas[0] < 1 < etas[1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("hyperparameters.etas: invalid value (", etaminus, ", ",
+                       etaplus, "); expected 0 < etas[0] < 1 < etas[1]"));
     }
     const auto [step_min, step_max] = h.pair("step_sizes");
     if (!(0.0 <= step_min && step_min <= step_max)) {
@@ -47,35 +66,17 @@ class Rprop : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const auto [etaminus_d, etaplus_d] = h.pair("etas");
-    const auto [step_min_d, step_max_d] = h.pair("step_sizes");
-    const float etaminus = static_cast<float>(etaminus_d);
-    const float etaplus = static_cast<float>(etaplus_d);
-    const float step_min = static_cast<float>(step_min_d);
-    const float step_max = static_cast<float>(step_max_d);
-    const bool maximize = h.flag("maximize");
-    float* prev = a.buffers[0];
-    float* step_size = a.buffers[1];
-    for (int64_t i = 0; i < a.count; ++i) {
-      float g = maximize ? -a.grad[i] : a.grad[i];
-      const float product = g * prev[i];
-      const float factor =
-          product > 0 ? etaplus : (product < 0 ? etaminus : 1.0f);
-      step_size[i] = std::min(std::max(step_size[i] * factor, step_min),
-                              step_max);
-      // After a sign change the step is skipped and the gradient forgotten.
-      if (product < 0) g = 0;
-      const float sign = g > 0 ? 1.0f : (g < 0 ? -1.0f : 0.0f);
-      a.param[i] = a.param[i] + -1.0f * sign * step_size[i];
-      prev[i] = g;
-    }
+    const auto [etaminus, etaplus] = h.pair("etas");
+    const auto [step_min, step_max] = h.pair("step_sizes");
+    RpropLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+              static_cast<float>(etaminus), static_cast<float>(etaplus),
+              static_cast<float>(step_min), static_cast<float>(step_max),
+              h.flag("maximize"));
   }
 };
 
 }  // namespace
 
-std::unique_ptr<OptimizerKind> MakeRprop() {
-  return std::make_unique<Rprop>();
-}
+std::unique_ptr<OptimizerKind> MakeRprop() { return std::make_unique<Rprop>(); }
 
 }  // namespace distopt

@@ -2,9 +2,25 @@
 // torch.optim.SGD (lr defaults to 1e-3, as in PyTorch 2.x).
 #include "absl/strings/str_cat.h"
 #include "server/optim/builtin_kinds.h"
+#include "server/optim/cpu_kernel.h"
 
 namespace distopt {
 namespace {
+
+DISTOPT_CPU_KERNEL void SgdLoop(int64_t n, float* param, const float* grad,
+                                float* buf, float lr, float momentum,
+                                float one_minus_dampening, float weight_decay,
+                                bool nesterov, bool maximize, bool first) {
+  for (int64_t i = 0; i < n; ++i) {
+    float d = maximize ? -grad[i] : grad[i];
+    if (weight_decay != 0) d = AddScaled(d, weight_decay, param[i]);
+    if (buf != nullptr) {
+      buf[i] = first ? d : AddScaled(buf[i] * momentum, one_minus_dampening, d);
+      d = nesterov ? AddScaled(d, momentum, buf[i]) : buf[i];
+    }
+    param[i] = AddScaled(param[i], -lr, d);
+  }
+}
 
 class Sgd : public OptimizerKind {
  public:
@@ -54,17 +70,9 @@ class Sgd : public OptimizerKind {
     const bool has_momentum = h.number("momentum") != 0;
     // torch.optim creates the buffer on the first step as a copy of the
     // gradient, without dampening.
-    const bool first = a.fresh_buffers;
-    float* buf = has_momentum ? a.buffers[0] : nullptr;
-    for (int64_t i = 0; i < a.count; ++i) {
-      float d = maximize ? -a.grad[i] : a.grad[i];
-      if (weight_decay != 0) d = d + weight_decay * a.param[i];
-      if (has_momentum) {
-        buf[i] = first ? d : buf[i] * momentum + one_minus_dampening * d;
-        d = nesterov ? d + momentum * buf[i] : buf[i];
-      }
-      a.param[i] = a.param[i] + (-lr) * d;
-    }
+    SgdLoop(a.count, a.param, a.grad, has_momentum ? a.buffers[0] : nullptr, lr,
+            momentum, one_minus_dampening, weight_decay, nesterov, maximize,
+            a.fresh_buffers);
   }
 };
 

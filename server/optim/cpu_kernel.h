@@ -1,0 +1,37 @@
+// Conventions for the CPU update loops of the optimizer kinds.
+//
+// The loops reproduce torch.optim's operations in its order, rounding as
+// its AVX2 CPU kernels do: `x.add(y, alpha=a)` is fma(a, y, x),
+// `x.addcmul(t1, t2, value=v)` is fma(v * t1, t2, x) and
+// `x.addcdiv(t1, t2, value=v)` is x + (v * t1) / t2. Every loop is compiled
+// twice, for AVX2 with FMA (where fma is one instruction) and for baseline
+// x86-64 (where it is a correct but slower library call); the dynamic
+// loader picks the clone the CPU can run.
+#ifndef DISTOPT_SERVER_OPTIM_CPU_KERNEL_H_
+#define DISTOPT_SERVER_OPTIM_CPU_KERNEL_H_
+
+#include <cmath>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DISTOPT_CPU_KERNEL \
+  __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define DISTOPT_CPU_KERNEL
+#endif
+
+namespace distopt {
+
+// x.add(y, alpha=a)
+inline float AddScaled(float x, float a, float y) { return std::fma(a, y, x); }
+// x.addcmul(t1, t2, value=v)
+inline float AddProduct(float x, float v, float t1, float t2) {
+  return std::fma(v * t1, t2, x);
+}
+// x.addcdiv(t1, t2, value=v)
+inline float AddQuotient(float x, float v, float t1, float t2) {
+  return x + (v * t1) / t2;
+}
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_OPTIM_CPU_KERNEL_H_
