@@ -1,0 +1,202 @@
+// Validation, skipping and hyperparameter changes of FunctionalOptimizer;
+// the numbers themselves are checked against torch by cpu_parity_test.
+#include "server/optim/functional_optimizer.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/optim/builtin_kinds.h"
+#include "server/optim/registry.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+const OptimizerRegistry& Registry() {
+  static auto* registry = OptimizerRegistry::WithBuiltins().release();
+  return *registry;
+}
+
+absl::Status CreateWith(const std::string& kind,
+                        absl::flat_hash_map<std::string, HyperValue> h) {
+  return FunctionalOptimizer::Create(*Registry().Find(kind), h,
+                                     {{DType::kFloat32, {2}}})
+      .status();
+}
+
+TEST(RegistryTest, HasTheEightKindsAndNamesThemOnAMiss) {
+  EXPECT_THAT(Registry().Names(),
+              ::testing::ElementsAre("adadelta", "adagrad", "adam", "adamax",
+                                     "adamw", "rmsprop", "rprop", "sgd"));
+  absl::StatusOr<const OptimizerKind*> missing = Registry().Find("lamb");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("expected one of adadelta, adagrad, adam"));
+}
+
+TEST(RegistryTest, RegistersOnlyNewNames) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  const OptimizerKind* adam = *registry->Find("adam");
+  EXPECT_FALSE(registry->Register("adam", MakeSgd()));
+  EXPECT_EQ(*registry->Find("adam"), adam);
+  EXPECT_TRUE(registry->Register("my_sgd", MakeSgd()));
+  EXPECT_TRUE(registry->Find("my_sgd").ok());
+}
+
+TEST(HyperparameterTest, DefaultsFollowTorch) {
+  auto defaults = [](const std::string& kind) {
+    return *ResolveHyperparameters((*Registry().Find(kind))->hyperparameters(),
+                                   {});
+  };
+  EXPECT_EQ(defaults("sgd").number("lr"), 1e-3);
+  EXPECT_EQ(defaults("adam").pair("betas"), std::make_pair(0.9, 0.999));
+  EXPECT_EQ(defaults("adam").number("weight_decay"), 0.0);
+  EXPECT_EQ(defaults("adamw").number("weight_decay"), 1e-2);
+  EXPECT_EQ(defaults("adagrad").number("eps"), 1e-10);
+  EXPECT_EQ(defaults("adadelta").number("lr"), 1.0);
+  EXPECT_EQ(defaults("adamax").number("lr"), 2e-3);
+  EXPECT_EQ(defaults("rmsprop").number("alpha"), 0.99);
+  EXPECT_EQ(defaults("rprop").pair("step_sizes"), std::make_pair(1e-6, 50.0));
+}
+
+TEST(HyperparameterTest, RejectsWhatTorchRejects) {
+  struct Case {
+    std::string kind;
+    absl::flat_hash_map<std::string, HyperValue> h;
+    std::string message;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<Case> cases = {
+      {"sgd", {{"lr", -0.1}}, "hyperparameters.lr: invalid value -0.1"},
+      {"sgd", {{"momentum", -1.0}}, "momentum >= 0"},
+      {"sgd", {{"weight_decay", -1.0}}, "weight_decay >= 0"},
+      {"sgd", {{"nesterov", true}}, "Nesterov momentum requires"},
+      {"sgd",
+       {{"nesterov", true}, {"momentum", 0.9}, {"dampening", 0.1}},
+       "zero dampening"},
+      {"adam", {{"eps", -1e-8}}, "eps >= 0"},
+      {"adam", {{"betas", std::make_pair(1.0, 0.999)}}, "betas[0] < 1"},
+      {"adam", {{"betas", std::make_pair(0.9, -0.1)}}, "0 <= betas[1]"},
+      {"adamw", {{"lr", -1.0}}, "lr >= 0"},
+      {"adagrad", {{"lr_decay", -1.0}}, "lr_decay >= 0"},
+      {"adagrad",
+       {{"initial_accumulator_value", -1.0}},
+       "initial_accumulator_value >= 0"},
+      {"adadelta", {{"rho", 1.5}}, "rho <= 1"},
+      {"adamax", {{"betas", std::make_pair(0.9, 1.0)}}, "betas[1] < 1"},
+      {"rmsprop", {{"alpha", -0.5}}, "alpha >= 0"},
+      {"rmsprop", {{"momentum", -0.5}}, "momentum >= 0"},
+      {"rprop", {{"etas", std::make_pair(1.5, 1.2)}}, "0 < etas[0] < 1"},
+      {"rprop", {{"etas", std::make_pair(0.5, 0.9)}}, "1 < etas[1]"},
+      {"rprop", {{"step_sizes", std::make_pair(1.0, 0.1)}}, "step_sizes"},
+      {"adam", {{"lr", nan}}, "hyperparameters.lr: nan is not finite"},
+      {"adam", {{"betas", std::make_pair(0.9, inf)}}, "not finite"},
+      {"adam", {{"learning_rate", 0.1}}, "unknown hyperparameter"},
+      {"adam", {{"amsgrad", 1.0}}, "a number; expected a bool"},
+      {"sgd", {{"lr", true}}, "a bool; expected a number"},
+  };
+  for (const Case& c : cases) {
+    absl::Status status = CreateWith(c.kind, c.h);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << c.kind << ": " << c.message;
+    EXPECT_THAT(status.message(), HasSubstr(c.message)) << c.kind;
+  }
+  EXPECT_THAT(CreateWith("adam", {{"learning_rate", 0.1}}).message(),
+              HasSubstr("expected one of lr, betas, eps"));
+}
+
+TEST(FunctionalOptimizerTest, RejectsIntegerParameters) {
+  absl::Status status = FunctionalOptimizer::Create(*Registry().Find("sgd"), {},
+                                                    {{DType::kInt64, {2}}})
+                            .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("params[0]: int64"));
+}
+
+class StepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    optimizer_ = *FunctionalOptimizer::Create(
+        *Registry().Find("adam"), {{"lr", 0.1}},
+        {{DType::kFloat32, {3}}, {DType::kFloat32, {2}}});
+    a_ = Filled({3}, 1.0f);
+    b_ = Filled({2}, 2.0f);
+    ga_ = Filled({3}, 0.5f);
+    gb_ = Filled({2}, -0.5f);
+  }
+  static Tensor Filled(const Shape& shape, float value) {
+    Tensor t = *Tensor::AllocateHost(DType::kFloat32, shape);
+    for (float& x : t.host_span<float>()) x = value;
+    return t;
+  }
+  std::unique_ptr<FunctionalOptimizer> optimizer_;
+  Tensor a_, b_, ga_, gb_;
+};
+
+TEST_F(StepTest, SkipsParametersWithoutGradient) {
+  ASSERT_TRUE(optimizer_->Step({&a_, &b_}, {&ga_, nullptr}).ok());
+  EXPECT_NE(a_.host_span<float>()[0], 1.0f);
+  EXPECT_EQ(b_.host_span<float>()[0], 2.0f);
+  EXPECT_EQ(optimizer_->state(0).step, 1);
+  EXPECT_EQ(optimizer_->state(1).step, 0);
+  EXPECT_TRUE(optimizer_->state(1).buffers.empty());
+  ASSERT_TRUE(optimizer_->Step({&a_, &b_}, {&ga_, &gb_}).ok());
+  EXPECT_EQ(optimizer_->state(0).step, 2);
+  EXPECT_EQ(optimizer_->state(1).step, 1);
+  EXPECT_EQ(optimizer_->state(1).buffers.size(), 2u);
+}
+
+TEST_F(StepTest, ARefusedStepChangesNothing) {
+  Tensor wrong = Filled({4}, 0.5f);
+  absl::Status status = optimizer_->Step({&a_, &b_}, {&ga_, &wrong});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("grads[1]"));
+  EXPECT_EQ(a_.host_span<float>()[0], 1.0f);
+  EXPECT_EQ(optimizer_->state(0).step, 0);
+  EXPECT_EQ(optimizer_->Step({&a_}, {&ga_}).code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor half = *Tensor::AllocateHost(DType::kFloat16, {3});
+  EXPECT_THAT(optimizer_->Step({&half, &b_}, {&ga_, &gb_}).message(),
+              HasSubstr("params[0]"));
+}
+
+TEST_F(StepTest, SetHyperparametersIsAllOrNothing) {
+  ASSERT_TRUE(optimizer_->SetHyperparameters({{"lr", 0.01}}).ok());
+  EXPECT_EQ(optimizer_->hyperparameters().number("lr"), 0.01);
+  absl::Status status =
+      optimizer_->SetHyperparameters({{"lr", 0.5}, {"eps", -1.0}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(optimizer_->hyperparameters().number("lr"), 0.01);
+  // A learning rate schedule: the same gradients move less with a lower lr.
+  Tensor c = Filled({3}, 1.0f);
+  Tensor d = Filled({2}, 2.0f);
+  ASSERT_TRUE(optimizer_->Step({&a_, &b_}, {&ga_, &gb_}).ok());
+  auto slow = *FunctionalOptimizer::Create(
+      *Registry().Find("adam"), {{"lr", 0.001}},
+      {{DType::kFloat32, {3}}, {DType::kFloat32, {2}}});
+  ASSERT_TRUE(slow->Step({&c, &d}, {&ga_, &gb_}).ok());
+  EXPECT_LT(1.0f - c.host_span<float>()[0], 1.0f - a_.host_span<float>()[0]);
+}
+
+TEST(SgdTest, MomentumTurnedOnLaterStartsFromTheGradient) {
+  auto sgd = *FunctionalOptimizer::Create(*Registry().Find("sgd"),
+                                          {{"lr", 1.0}},
+                                          {{DType::kFloat32, {1}}});
+  Tensor p = *Tensor::AllocateHost(DType::kFloat32, {1});
+  Tensor g = *Tensor::AllocateHost(DType::kFloat32, {1});
+  p.host_span<float>()[0] = 0;
+  g.host_span<float>()[0] = 1;
+  ASSERT_TRUE(sgd->Step({&p}, {&g}).ok());
+  ASSERT_TRUE(sgd->SetHyperparameters({{"momentum", 0.9}}).ok());
+  ASSERT_TRUE(sgd->Step({&p}, {&g}).ok());
+  // As torch: a new buffer is a copy of the gradient, not 0.9 * 0 + g.
+  EXPECT_EQ(sgd->state(0).buffers[0].second.host_span<float>()[0], 1.0f);
+  EXPECT_EQ(p.host_span<float>()[0], -2.0f);
+}
+
+}  // namespace
+}  // namespace distopt
