@@ -204,4 +204,104 @@ void FunctionalOptimizer::UpdateOne(size_t index, Tensor& param,
       });
 }
 
+absl::StatusOr<OptimizerStateDict> FunctionalOptimizer::StateDict(
+    const std::string& kind_name) const {
+  OptimizerStateDict dict;
+  dict.kind = kind_name;
+  OptimizerStateDict::ParamGroup group;
+  group.hyperparameters = hyperparameters_.values();
+  for (size_t i = 0; i < layouts_.size(); ++i) group.params.push_back(i);
+  dict.param_groups.push_back(std::move(group));
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const ParameterState& state = states_[i];
+    if (state.step == 0 && state.buffers.empty()) continue;
+    OptimizerStateDict::Entry entry;
+    if (kind_->has_step_state()) entry.step = state.step;
+    for (const auto& [name, buffer] : state.buffers) {
+      absl::StatusOr<Tensor> copy = buffer.CloneTo(CpuBackend());
+      if (!copy.ok()) return copy.status();
+      entry.buffers.emplace_back(name, *std::move(copy));
+    }
+    dict.state[static_cast<int64_t>(i)] = std::move(entry);
+  }
+  return dict;
+}
+
+absl::Status FunctionalOptimizer::LoadStateDict(
+    const std::string& kind_name, const OptimizerStateDict& dict) {
+  if (dict.kind != kind_name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state_dict.kind: \"", dict.kind, "\"; expected \"", kind_name, "\""));
+  }
+  if (dict.param_groups.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state_dict.param_groups: ", dict.param_groups.size(),
+                     " groups; expected 1"));
+  }
+  const OptimizerStateDict::ParamGroup& group = dict.param_groups[0];
+  if (group.params.size() != layouts_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state_dict.param_groups[0].params: ", group.params.size(),
+                     " parameters; expected ", layouts_.size()));
+  }
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    if (group.params[i] != static_cast<int64_t>(i)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state_dict.param_groups[0].params[", i,
+                       "]: ", group.params[i], "; expected ", i));
+    }
+  }
+  absl::StatusOr<Hyperparameters> h =
+      ResolveHyperparameters(kind_->hyperparameters(), group.hyperparameters);
+  if (!h.ok()) return h.status();
+  absl::Status status = kind_->Validate(*h);
+  if (!status.ok()) return status;
+  const std::vector<StateBufferSpec> expected = kind_->StateBuffers(*h);
+
+  std::vector<ParameterState> states(layouts_.size());
+  for (const auto& [index, entry] : dict.state) {
+    const std::string field = absl::StrCat("state_dict.state[", index, "]");
+    if (index < 0 || index >= static_cast<int64_t>(layouts_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": no such parameter; expected 0 to ", layouts_.size() - 1));
+    }
+    if (kind_->has_step_state() != entry.step.has_value() ||
+        (entry.step.has_value() && *entry.step < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".step: ",
+          kind_->has_step_state() ? "expected a count >= 0"
+                                  : "expected none for this kind"));
+    }
+    ParameterState& state = states[index];
+    state.step = entry.step.value_or(0);
+    for (const StateBufferSpec& spec : expected) {
+      auto it = std::find_if(
+          entry.buffers.begin(), entry.buffers.end(),
+          [&](const auto& buffer) { return buffer.first == spec.name; });
+      if (it == entry.buffers.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": missing \"", spec.name, "\""));
+      }
+      const Tensor& given = it->second;
+      if (given.dtype() != DType::kFloat32 || !given.device().is_cpu() ||
+          given.shape() != layouts_[index].shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".", spec.name, ": ", given.DebugString(),
+            "; expected float32", ShapeToString(layouts_[index].shape)));
+      }
+      absl::StatusOr<Tensor> copy = given.CloneTo(CpuBackend());
+      if (!copy.ok()) return copy.status();
+      state.buffers.emplace_back(spec.name, *std::move(copy));
+    }
+    if (entry.buffers.size() != expected.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", entry.buffers.size(), " state tensors; expected ",
+          expected.size(), " for these hyperparameters"));
+    }
+  }
+  hyperparameters_ = *std::move(h);
+  states_ = std::move(states);
+  return absl::OkStatus();
+}
+
 }  // namespace distopt

@@ -12,6 +12,8 @@
 #define DISTOPT_SERVER_OPTIM_FUNCTIONAL_OPTIMIZER_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +41,22 @@ struct ParameterState {
   std::vector<std::pair<std::string, Tensor>> buffers;
 };
 
+// torch.optim's state_dict() of one optimizer: one param group covering
+// positions 0..n-1, and the state of the parameters that have some.
+struct OptimizerStateDict {
+  struct ParamGroup {
+    absl::flat_hash_map<std::string, HyperValue> hyperparameters;
+    std::vector<int64_t> params;
+  };
+  struct Entry {
+    std::optional<int64_t> step;  // Absent for kinds without one (SGD).
+    std::vector<std::pair<std::string, Tensor>> buffers;
+  };
+  std::string kind;
+  std::vector<ParamGroup> param_groups;
+  std::map<int64_t, Entry> state;
+};
+
 class FunctionalOptimizer {
  public:
   // INVALID_ARGUMENT for bad hyperparameters (naming them) or a parameter
@@ -57,6 +75,15 @@ class FunctionalOptimizer {
   // Changes some hyperparameters (an LR schedule); all or nothing.
   absl::Status SetHyperparameters(
       const absl::flat_hash_map<std::string, HyperValue>& changes);
+
+  // A deep copy of the state, named `kind_name` (the registry's name).
+  absl::StatusOr<OptimizerStateDict> StateDict(
+      const std::string& kind_name) const;
+  // Replaces hyperparameters and state. INVALID_ARGUMENT naming the field
+  // when the kind, the number of groups or parameters, a position, a buffer
+  // name or shape does not fit; the old state then stays.
+  absl::Status LoadStateDict(const std::string& kind_name,
+                             const OptimizerStateDict& state_dict);
 
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }

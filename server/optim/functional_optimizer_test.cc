@@ -183,9 +183,8 @@ TEST_F(StepTest, SetHyperparametersIsAllOrNothing) {
 }
 
 TEST(SgdTest, MomentumTurnedOnLaterStartsFromTheGradient) {
-  auto sgd = *FunctionalOptimizer::Create(*Registry().Find("sgd"),
-                                          {{"lr", 1.0}},
-                                          {{DType::kFloat32, {1}}});
+  auto sgd = *FunctionalOptimizer::Create(
+      *Registry().Find("sgd"), {{"lr", 1.0}}, {{DType::kFloat32, {1}}});
   Tensor p = *Tensor::AllocateHost(DType::kFloat32, {1});
   Tensor g = *Tensor::AllocateHost(DType::kFloat32, {1});
   p.host_span<float>()[0] = 0;
