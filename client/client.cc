@@ -133,17 +133,28 @@ void Client::SetDeadline(grpc::ClientContext& context,
       absl::ToChronoTime(absl::Now() + options_.rpc_timeout + transfer));
 }
 
-template <typename Request, typename Response>
-absl::Status Client::CallParameterService(
+template <typename Service, typename Request, typename Response>
+absl::Status Client::CallUnary(
     const std::string& worker, absl::string_view name,
-    grpc::Status (v1::ParameterService::Stub::*method)(grpc::ClientContext*,
-                                                       const Request&,
-                                                       Response*),
+    grpc::Status (Service::Stub::*method)(grpc::ClientContext*, const Request&,
+                                          Response*),
     const Request& request, Response* response) {
   grpc::ClientContext context;
   SetDeadline(context, 0);
-  std::unique_ptr<v1::ParameterService::Stub> stub = ParameterStub(worker);
-  return Annotate(((*stub).*method)(&context, request, response), worker, name);
+  typename Service::Stub stub(Channel(worker));
+  return Annotate((stub.*method)(&context, request, response), worker, name);
+}
+
+absl::StatusOr<std::vector<v1::OptimizerKindInfo>> Client::ListOptimizerKinds(
+    const std::string& worker) {
+  v1::ListOptimizerKindsRequest request;
+  v1::ListOptimizerKindsResponse response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "ListOptimizerKinds",
+      &v1::OptimizerService::Stub::ListOptimizerKinds, request, &response);
+  if (!status.ok()) return status;
+  return std::vector<v1::OptimizerKindInfo>(response.kinds().begin(),
+                                            response.kinds().end());
 }
 
 absl::StatusOr<RemoteParameter> Client::CreateParameter(
@@ -155,7 +166,7 @@ absl::StatusOr<RemoteParameter> Client::CreateParameter(
   request.mutable_shape()->Assign(shape.begin(), shape.end());
   *request.mutable_initializer() = initializer;
   v1::ParameterInfo response;
-  absl::Status status = CallParameterService(
+  absl::Status status = CallUnary<v1::ParameterService>(
       worker, "CreateParameter", &v1::ParameterService::Stub::CreateParameter,
       request, &response);
   if (!status.ok()) return status;
@@ -191,7 +202,7 @@ absl::StatusOr<ParameterInfo> Client::GetParameter(
   v1::GetParameterRequest request;
   SetRef(parameter, request.mutable_parameter());
   v1::GetParameterResponse response;
-  absl::Status status = CallParameterService(
+  absl::Status status = CallUnary<v1::ParameterService>(
       parameter.worker, "GetParameter",
       &v1::ParameterService::Stub::GetParameter, request, &response);
   if (!status.ok()) return status;
@@ -203,7 +214,7 @@ absl::StatusOr<RemoteParameter> Client::FindParameter(const std::string& worker,
   v1::GetParameterRequest request;
   request.mutable_parameter()->set_name(name);
   v1::GetParameterResponse response;
-  absl::Status status = CallParameterService(
+  absl::Status status = CallUnary<v1::ParameterService>(
       worker, "GetParameter", &v1::ParameterService::Stub::GetParameter,
       request, &response);
   if (!status.ok()) return status;
@@ -301,7 +312,7 @@ absl::StatusOr<std::vector<ParameterInfo>> Client::ListParameters(
   request.set_name_prefix(name_prefix);
   do {
     v1::ListParametersResponse response;
-    absl::Status status = CallParameterService(
+    absl::Status status = CallUnary<v1::ParameterService>(
         worker, "ListParameters", &v1::ParameterService::Stub::ListParameters,
         request, &response);
     if (!status.ok()) return status;
@@ -320,7 +331,7 @@ absl::StatusOr<ParameterInfo> Client::DeleteParameter(
   v1::DeleteParameterRequest request;
   SetRef(parameter, request.mutable_parameter());
   v1::DeleteParameterResponse response;
-  absl::Status status = CallParameterService(
+  absl::Status status = CallUnary<v1::ParameterService>(
       parameter.worker, "DeleteParameter",
       &v1::ParameterService::Stub::DeleteParameter, request, &response);
   if (!status.ok()) return status;

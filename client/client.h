@@ -24,6 +24,7 @@
 #include "common/tensor.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 
 namespace distopt {
@@ -89,6 +90,11 @@ class Client {
   absl::StatusOr<ParameterInfo> DeleteParameter(
       const RemoteParameter& parameter);
 
+  // The optimizer kinds `worker` runs, with their hyperparameters and
+  // defaults.
+  absl::StatusOr<std::vector<v1::OptimizerKindInfo>> ListOptimizerKinds(
+      const std::string& worker);
+
   // The shared channel to `worker`.
   std::shared_ptr<grpc::Channel> Channel(const std::string& worker);
 
@@ -100,13 +106,11 @@ class Client {
   std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials() const;
   void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes) const;
   // One unary call with the default deadline; errors name worker and call.
-  template <typename Request, typename Response>
-  absl::Status CallParameterService(
-      const std::string& worker, absl::string_view name,
-      grpc::Status (v1::ParameterService::Stub::*method)(grpc::ClientContext*,
-                                                         const Request&,
-                                                         Response*),
-      const Request& request, Response* response);
+  template <typename Service, typename Request, typename Response>
+  absl::Status CallUnary(const std::string& worker, absl::string_view name,
+                         grpc::Status (Service::Stub::*method)(
+                             grpc::ClientContext*, const Request&, Response*),
+                         const Request& request, Response* response);
 
   const ClientOptions options_;
   absl::Mutex mutex_;

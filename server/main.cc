@@ -17,6 +17,8 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/device.h"
 #include "grpc/grpc.h"
@@ -31,6 +33,9 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "restore parameters from this folder at start-up and save them "
           "there at a graceful shutdown");
+ABSL_FLAG(std::vector<std::string>, optimizer_plugin, {},
+          "shared library adding optimizer kinds (comma-separated, or the "
+          "flag repeated); see server/optim/plugin_api.h");
 ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
 ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
@@ -66,6 +71,31 @@ int Fail(int code, const absl::Status& status) {
   return code;
 }
 
+// Every value of a flag given several times (absl keeps only the last),
+// commas splitting values too: "--f=a --f b,c" gives a, b, c.
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv,
+                                            absl::string_view name) {
+  std::vector<std::string> values;
+  const std::string with_value = absl::StrCat("--", name, "=");
+  const std::string alone = absl::StrCat("--", name);
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view argument = argv[i];
+    if (argument == "--") break;
+    absl::string_view value;
+    if (absl::ConsumePrefix(&argument, with_value)) {
+      value = argument;
+    } else if (argument == alone && i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;
+    }
+    for (absl::string_view part : absl::StrSplit(value, ',')) {
+      if (!part.empty()) values.emplace_back(part);
+    }
+  }
+  return values;
+}
+
 bool WritePortFile(const std::string& path, const std::string& address) {
   // Write then rename, so a reader never sees a partial address.
   const std::string temporary = path + ".tmp";
@@ -83,7 +113,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "distopt_worker --listen=HOST:PORT [--device=cpu|cuda:N] ...\n"
       "Serves parameters, autograd and optimizers over gRPC (distopt.v1).");
-  absl::ParseCommandLine(argc, argv);
+  absl::ParseCommandLine(argc, argv);  // Exits on unknown or malformed flags.
   // Keeps gRPC initialised until the process exits. Otherwise destroying the
   // server runs the last grpc_shutdown(), which joins gRPC's executor threads,
   // and one of them may sit in a 10 s poll: the daemon would hang that long
@@ -101,6 +131,8 @@ int main(int argc, char** argv) {
   options.device = *device;
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.optimizer_plugins =
+      RepeatedFlagValues(argc, argv, "optimizer_plugin");
   options.rank = absl::GetFlag(FLAGS_rank);
   options.world_size = absl::GetFlag(FLAGS_world_size);
   options.peers = absl::GetFlag(FLAGS_peers);
@@ -148,6 +180,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "distopt_worker: restored %zu parameters from %s\n",
                  (*worker)->restored_parameters(),
                  options.checkpoint_dir.c_str());
+  }
+  for (const std::string& kind : (*worker)->plugin_kinds()) {
+    std::fprintf(stderr,
+                 "distopt_worker: optimizer kind \"%s\" from a plugin\n",
+                 kind.c_str());
+  }
+  for (const std::string& kind : (*worker)->rejected_plugin_kinds()) {
+    std::fprintf(stderr,
+                 "distopt_worker: a plugin's optimizer kind \"%s\" was "
+                 "ignored: the name is taken\n",
+                 kind.c_str());
   }
   // One parseable line for launchers and tests.
   std::printf("distopt_worker listening address=%s port=%d device=%s pid=%d\n",

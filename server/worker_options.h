@@ -31,6 +31,9 @@ struct WorkerOptions {
   // graceful shutdown ("" for nowhere). See server/checkpoint.h.
   std::string checkpoint_dir;
 
+  // Shared libraries that add optimizer kinds (server/optim/plugin_api.h).
+  std::vector<std::string> optimizer_plugins;
+
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;

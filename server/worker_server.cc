@@ -8,6 +8,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
 #include "server/checkpoint.h"
+#include "server/optim/plugin_loader.h"
 #include "server/server_credentials.h"
 
 namespace distopt {
@@ -17,6 +18,7 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
+    "distopt.v1.OptimizerService",
     "distopt.v1.ParameterService",
 };
 
@@ -27,7 +29,9 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
     : options_(options),
       budget_(options.max_tensor_bytes, options.max_total_bytes),
       parameters_(std::move(backend), &budget_),
+      optimizer_kinds_(OptimizerRegistry::WithBuiltins()),
       parameter_service_(&parameters_),
+      optimizer_service_(optimizer_kinds_.get()),
       health_service_(&health_) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
@@ -42,6 +46,17 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
 
   std::unique_ptr<WorkerServer> worker(
       new WorkerServer(options, *std::move(backend)));
+  for (const std::string& path : options.optimizer_plugins) {
+    absl::StatusOr<PluginLoadResult> loaded =
+        LoadOptimizerPlugin(path, *worker->optimizer_kinds_);
+    if (!loaded.ok()) return loaded.status();
+    for (const std::string& name : loaded->added) {
+      worker->plugin_kinds_.push_back(name);
+    }
+    for (const std::string& name : loaded->rejected) {
+      worker->rejected_plugin_kinds_.push_back(name);
+    }
+  }
   if (!options.checkpoint_dir.empty()) {
     absl::StatusOr<size_t> restored =
         LoadCheckpoint(worker->parameters_, options.checkpoint_dir);
@@ -61,6 +76,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, *credentials, &worker->port_);
   builder.RegisterService(&worker->parameter_service_);
+  builder.RegisterService(&worker->optimizer_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {

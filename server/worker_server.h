@@ -16,6 +16,8 @@
 #include "grpcpp/server.h"
 #include "server/health_service.h"
 #include "server/memory_budget.h"
+#include "server/optim/registry.h"
+#include "server/optimizer_service.h"
 #include "server/parameter_service.h"
 #include "server/parameter_store.h"
 #include "server/worker_options.h"
@@ -40,6 +42,12 @@ class WorkerServer {
   // OK and do nothing.
   absl::Status Shutdown();
 
+  // Optimizer kinds the plugins added, and names they tried to take.
+  const std::vector<std::string>& plugin_kinds() const { return plugin_kinds_; }
+  const std::vector<std::string>& rejected_plugin_kinds() const {
+    return rejected_plugin_kinds_;
+  }
+
   // Parameters restored from --checkpoint_dir at start-up.
   size_t restored_parameters() const { return restored_parameters_; }
   // Parameters saved to --checkpoint_dir by Shutdown().
@@ -51,13 +59,17 @@ class WorkerServer {
   const WorkerOptions options_;
   MemoryBudget budget_;
   ParameterStore parameters_;
+  std::unique_ptr<OptimizerRegistry> optimizer_kinds_;
   HealthState health_;
   ParameterServiceImpl parameter_service_;
+  OptimizerServiceImpl optimizer_service_;
   HealthServiceImpl health_service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
   bool shut_down_ = false;
+  std::vector<std::string> plugin_kinds_;
+  std::vector<std::string> rejected_plugin_kinds_;
   size_t restored_parameters_ = 0;
   size_t saved_parameters_ = 0;
 };
