@@ -2,6 +2,11 @@
 # Installs every Debian package that distopt's build, tests, demo and
 # benchmarks need. Idempotent: when everything is present it changes nothing
 # and does not touch the network. Run as root (or with sudo) on Debian 12.
+#
+#   tools/install_deps.sh               build, tests, demo, benchmarks
+#   tools/install_deps.sh --with-torch  also Debian's PyTorch, the reference
+#                                       for tools/golden/ and the peer that
+#                                       bench/ compares against
 set -euo pipefail
 
 packages=(
@@ -20,6 +25,9 @@ packages=(
   libbenchmark-dev
   openssl                # tests/tls_test.cc makes its certificates with it
 )
+if [ "${1:-}" = "--with-torch" ]; then
+  packages+=(python3-torch)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

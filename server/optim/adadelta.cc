@@ -7,14 +7,15 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize, bool kWeightDecay>
 DISTOPT_CPU_KERNEL void AdadeltaLoop(int64_t n, float* param, const float* grad,
                                      float* square_avg, float* acc_delta,
                                      float neg_lr, float rho,
                                      float one_minus_rho, float eps,
-                                     float weight_decay, bool maximize) {
+                                     float weight_decay) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
-    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    float g = kMaximize ? -grad[i] : grad[i];
+    if (kWeightDecay) g = AddScaled(g, weight_decay, param[i]);
     square_avg[i] = AddProduct(square_avg[i] * rho, one_minus_rho, g, g);
     const float std_dev = std::sqrt(square_avg[i] + eps);
     const float delta = std::sqrt(acc_delta[i] + eps) / std_dev * g;
@@ -51,13 +52,17 @@ class Adadelta : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    AdadeltaLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
-                 static_cast<float>(-h.number("lr")),
-                 static_cast<float>(h.number("rho")),
-                 static_cast<float>(1 - h.number("rho")),
-                 static_cast<float>(h.number("eps")),
-                 static_cast<float>(h.number("weight_decay")),
-                 h.flag("maximize"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    WithFlags(
+        [&](auto maximize, auto decay) {
+          AdadeltaLoop<decltype(maximize)::value, decltype(decay)::value>(
+              a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+              static_cast<float>(-h.number("lr")),
+              static_cast<float>(h.number("rho")),
+              static_cast<float>(1 - h.number("rho")),
+              static_cast<float>(h.number("eps")), weight_decay);
+        },
+        h.flag("maximize"), weight_decay != 0);
   }
 };
 

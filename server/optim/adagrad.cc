@@ -8,13 +8,13 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize, bool kWeightDecay>
 DISTOPT_CPU_KERNEL void AdagradLoop(int64_t n, float* param, const float* grad,
                                     float* sum, float neg_clr,
-                                    float weight_decay, float eps,
-                                    bool maximize) {
+                                    float weight_decay, float eps) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
-    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    float g = kMaximize ? -grad[i] : grad[i];
+    if (kWeightDecay) g = AddScaled(g, weight_decay, param[i]);
     sum[i] = AddProduct(sum[i], 1.0f, g, g);
     const float std_dev = std::sqrt(sum[i]) + eps;
     param[i] = AddQuotient(param[i], neg_clr, g, std_dev);
@@ -55,10 +55,14 @@ class Adagrad : public OptimizerKind {
     const Hyperparameters& h = *a.hyperparameters;
     const double clr = h.number("lr") / (1 + (static_cast<double>(a.step) - 1) *
                                                  h.number("lr_decay"));
-    AdagradLoop(a.count, a.param, a.grad, a.buffers[0],
-                static_cast<float>(-clr),
-                static_cast<float>(h.number("weight_decay")),
-                static_cast<float>(h.number("eps")), h.flag("maximize"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    WithFlags(
+        [&](auto maximize, auto decay) {
+          AdagradLoop<decltype(maximize)::value, decltype(decay)::value>(
+              a.count, a.param, a.grad, a.buffers[0], static_cast<float>(-clr),
+              weight_decay, static_cast<float>(h.number("eps")));
+        },
+        h.flag("maximize"), weight_decay != 0);
   }
 };
 

@@ -40,26 +40,26 @@ std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h) {
 
 namespace {
 
+template <bool kMaximize, bool kL2, bool kDecoupled, bool kAmsgrad>
 DISTOPT_CPU_KERNEL void AdamLoop(int64_t n, float* param, const float* grad,
                                  float* exp_avg, float* exp_avg_sq,
                                  float* max_exp_avg_sq, float b1, float b2,
                                  float one_minus_b1, float one_minus_b2,
                                  float neg_step_size,
                                  float bias_correction2_sqrt, float eps,
-                                 float l2, float decay, bool decoupled,
-                                 bool maximize) {
+                                 float l2, float decay) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
+    float g = kMaximize ? -grad[i] : grad[i];
     float p = param[i];
-    if (decoupled) {
+    if (kDecoupled) {
       p = p * decay;
-    } else if (l2 != 0) {
+    } else if (kL2) {
       g = AddScaled(g, l2, p);
     }
     exp_avg[i] = AddScaled(exp_avg[i] * b1, one_minus_b1, g);
     exp_avg_sq[i] = AddProduct(exp_avg_sq[i] * b2, one_minus_b2, g, g);
     float second = exp_avg_sq[i];
-    if (max_exp_avg_sq != nullptr) {
+    if (kAmsgrad) {
       max_exp_avg_sq[i] = std::fmax(max_exp_avg_sq[i], exp_avg_sq[i]);
       second = max_exp_avg_sq[i];
     }
@@ -92,11 +92,15 @@ void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
   const float l2 =
       decoupled_weight_decay ? 0.0f : static_cast<float>(weight_decay);
   const float decay = static_cast<float>(1 - lr * weight_decay);
-  AdamLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
-           amsgrad ? a.buffers[2] : nullptr, b1, b2, one_minus_b1, one_minus_b2,
-           neg_step_size, bias_correction2_sqrt, eps, l2,
-           decoupled_weight_decay ? decay : 1.0f, decoupled_weight_decay,
-           maximize);
+  WithFlags(
+      [&](auto maximize_flag, auto l2_flag, auto decoupled, auto ams) {
+        AdamLoop<decltype(maximize_flag)::value, decltype(l2_flag)::value,
+                 decltype(decoupled)::value, decltype(ams)::value>(
+            a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+            amsgrad ? a.buffers[2] : nullptr, b1, b2, one_minus_b1,
+            one_minus_b2, neg_step_size, bias_correction2_sqrt, eps, l2, decay);
+      },
+      maximize, l2 != 0, decoupled_weight_decay, amsgrad);
 }
 
 namespace {

@@ -7,14 +7,14 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize, bool kWeightDecay>
 DISTOPT_CPU_KERNEL void AdamaxLoop(int64_t n, float* param, const float* grad,
                                    float* exp_avg, float* exp_inf, float b1,
                                    float b2, float one_minus_b1, float neg_clr,
-                                   float eps, float weight_decay,
-                                   bool maximize) {
+                                   float eps, float weight_decay) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
-    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    float g = kMaximize ? -grad[i] : grad[i];
+    if (kWeightDecay) g = AddScaled(g, weight_decay, param[i]);
     exp_avg[i] = AddScaled(exp_avg[i] * b1, one_minus_b1, g);
     exp_inf[i] = std::fmax(exp_inf[i] * b2, std::fabs(g) + eps);
     param[i] = AddQuotient(param[i], neg_clr, exp_avg[i], exp_inf[i]);
@@ -58,13 +58,17 @@ class Adamax : public OptimizerKind {
     const auto [beta1, beta2] = h.pair("betas");
     const double bias_correction =
         1 - std::pow(beta1, static_cast<double>(a.step));
-    AdamaxLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
-               static_cast<float>(beta1), static_cast<float>(beta2),
-               static_cast<float>(1 - beta1),
-               static_cast<float>(-(h.number("lr") / bias_correction)),
-               static_cast<float>(h.number("eps")),
-               static_cast<float>(h.number("weight_decay")),
-               h.flag("maximize"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    WithFlags(
+        [&](auto maximize, auto decay) {
+          AdamaxLoop<decltype(maximize)::value, decltype(decay)::value>(
+              a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+              static_cast<float>(beta1), static_cast<float>(beta2),
+              static_cast<float>(1 - beta1),
+              static_cast<float>(-(h.number("lr") / bias_correction)),
+              static_cast<float>(h.number("eps")), weight_decay);
+        },
+        h.flag("maximize"), weight_decay != 0);
   }
 };
 

@@ -8,18 +8,18 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize, bool kWeightDecay, bool kCentered, bool kMomentum>
 DISTOPT_CPU_KERNEL void RmspropLoop(int64_t n, float* param, const float* grad,
                                     float* square_avg, float* buf,
                                     float* grad_avg, float neg_lr, float alpha,
                                     float one_minus_alpha, float eps,
-                                    float weight_decay, float momentum,
-                                    bool maximize) {
+                                    float weight_decay, float momentum) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
-    if (weight_decay != 0) g = AddScaled(g, weight_decay, param[i]);
+    float g = kMaximize ? -grad[i] : grad[i];
+    if (kWeightDecay) g = AddScaled(g, weight_decay, param[i]);
     square_avg[i] = AddProduct(square_avg[i] * alpha, one_minus_alpha, g, g);
     float avg;
-    if (grad_avg != nullptr) {
+    if (kCentered) {
       grad_avg[i] = AddScaled(grad_avg[i] * alpha, one_minus_alpha, g);
       avg =
           std::sqrt(AddProduct(square_avg[i], -1.0f, grad_avg[i], grad_avg[i]));
@@ -27,7 +27,7 @@ DISTOPT_CPU_KERNEL void RmspropLoop(int64_t n, float* param, const float* grad,
       avg = std::sqrt(square_avg[i]);
     }
     avg = avg + eps;
-    if (buf != nullptr) {
+    if (kMomentum) {
       buf[i] = AddQuotient(buf[i] * momentum, 1.0f, g, avg);
       param[i] = AddScaled(param[i], neg_lr, buf[i]);
     } else {
@@ -72,15 +72,21 @@ class Rmsprop : public OptimizerKind {
     const Hyperparameters& h = *a.hyperparameters;
     const bool has_momentum = h.number("momentum") > 0;
     const bool centered = h.flag("centered");
-    RmspropLoop(a.count, a.param, a.grad, a.buffers[0],
-                has_momentum ? a.buffers[1] : nullptr,
-                centered ? a.buffers[has_momentum ? 2 : 1] : nullptr,
-                static_cast<float>(-h.number("lr")),
-                static_cast<float>(h.number("alpha")),
-                static_cast<float>(1 - h.number("alpha")),
-                static_cast<float>(h.number("eps")),
-                static_cast<float>(h.number("weight_decay")),
-                static_cast<float>(h.number("momentum")), h.flag("maximize"));
+    const float weight_decay = static_cast<float>(h.number("weight_decay"));
+    WithFlags(
+        [&](auto maximize, auto decay, auto center, auto with_momentum) {
+          RmspropLoop<decltype(maximize)::value, decltype(decay)::value,
+                      decltype(center)::value, decltype(with_momentum)::value>(
+              a.count, a.param, a.grad, a.buffers[0],
+              has_momentum ? a.buffers[1] : nullptr,
+              centered ? a.buffers[has_momentum ? 2 : 1] : nullptr,
+              static_cast<float>(-h.number("lr")),
+              static_cast<float>(h.number("alpha")),
+              static_cast<float>(1 - h.number("alpha")),
+              static_cast<float>(h.number("eps")), weight_decay,
+              static_cast<float>(h.number("momentum")));
+        },
+        h.flag("maximize"), weight_decay != 0, centered, has_momentum);
   }
 };
 

@@ -8,12 +8,13 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize>
 DISTOPT_CPU_KERNEL void RpropLoop(int64_t n, float* param, const float* grad,
                                   float* prev, float* step_size, float etaminus,
-                                  float etaplus, float step_min, float step_max,
-                                  bool maximize) {
+                                  float etaplus, float step_min,
+                                  float step_max) {
   for (int64_t i = 0; i < n; ++i) {
-    float g = maximize ? -grad[i] : grad[i];
+    float g = kMaximize ? -grad[i] : grad[i];
     const float product = g * prev[i];
     const float factor =
         product > 0 ? etaplus : (product < 0 ? etaminus : 1.0f);
@@ -68,10 +69,14 @@ class Rprop : public OptimizerKind {
     const Hyperparameters& h = *a.hyperparameters;
     const auto [etaminus, etaplus] = h.pair("etas");
     const auto [step_min, step_max] = h.pair("step_sizes");
-    RpropLoop(a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+    WithFlags(
+        [&](auto maximize) {
+          RpropLoop<decltype(maximize)::value>(
+              a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
               static_cast<float>(etaminus), static_cast<float>(etaplus),
-              static_cast<float>(step_min), static_cast<float>(step_max),
-              h.flag("maximize"));
+              static_cast<float>(step_min), static_cast<float>(step_max));
+        },
+        h.flag("maximize"));
   }
 };
 

@@ -7,16 +7,18 @@
 namespace distopt {
 namespace {
 
+template <bool kMaximize, bool kWeightDecay, bool kMomentum, bool kNesterov,
+          bool kFirst>
 DISTOPT_CPU_KERNEL void SgdLoop(int64_t n, float* param, const float* grad,
                                 float* buf, float lr, float momentum,
-                                float one_minus_dampening, float weight_decay,
-                                bool nesterov, bool maximize, bool first) {
+                                float one_minus_dampening, float weight_decay) {
   for (int64_t i = 0; i < n; ++i) {
-    float d = maximize ? -grad[i] : grad[i];
-    if (weight_decay != 0) d = AddScaled(d, weight_decay, param[i]);
-    if (buf != nullptr) {
-      buf[i] = first ? d : AddScaled(buf[i] * momentum, one_minus_dampening, d);
-      d = nesterov ? AddScaled(d, momentum, buf[i]) : buf[i];
+    float d = kMaximize ? -grad[i] : grad[i];
+    if (kWeightDecay) d = AddScaled(d, weight_decay, param[i]);
+    if (kMomentum) {
+      buf[i] =
+          kFirst ? d : AddScaled(buf[i] * momentum, one_minus_dampening, d);
+      d = kNesterov ? AddScaled(d, momentum, buf[i]) : buf[i];
     }
     param[i] = AddScaled(param[i], -lr, d);
   }
@@ -70,9 +72,15 @@ class Sgd : public OptimizerKind {
     const bool has_momentum = h.number("momentum") != 0;
     // torch.optim creates the buffer on the first step as a copy of the
     // gradient, without dampening.
-    SgdLoop(a.count, a.param, a.grad, has_momentum ? a.buffers[0] : nullptr, lr,
-            momentum, one_minus_dampening, weight_decay, nesterov, maximize,
-            a.fresh_buffers);
+    WithFlags(
+        [&](auto max, auto decay, auto with_momentum, auto nest, auto first) {
+          SgdLoop<decltype(max)::value, decltype(decay)::value,
+                  decltype(with_momentum)::value, decltype(nest)::value,
+                  decltype(first)::value>(
+              a.count, a.param, a.grad, has_momentum ? a.buffers[0] : nullptr,
+              lr, momentum, one_minus_dampening, weight_decay);
+        },
+        maximize, weight_decay != 0, has_momentum, nesterov, a.fresh_buffers);
   }
 };
 
