@@ -64,6 +64,22 @@ class Adadelta : public OptimizerKind {
         },
         h.flag("maximize"), weight_decay != 0);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>&,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    launch.op = Op::kAdadelta;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.number("weight_decay") != 0 ? kWeightDecay : 0);
+    launch.scalars[0] = static_cast<float>(-h.number("lr"));
+    launch.scalars[1] = static_cast<float>(h.number("rho"));
+    launch.scalars[2] = static_cast<float>(1 - h.number("rho"));
+    launch.scalars[3] = static_cast<float>(h.number("eps"));
+    launch.scalars[4] = static_cast<float>(h.number("weight_decay"));
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

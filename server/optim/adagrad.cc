@@ -64,6 +64,24 @@ class Adagrad : public OptimizerKind {
         },
         h.flag("maximize"), weight_decay != 0);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>& steps,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    launch.op = Op::kAdagrad;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.number("weight_decay") != 0 ? kWeightDecay : 0);
+    launch.scalars[0] = static_cast<float>(h.number("weight_decay"));
+    launch.scalars[1] = static_cast<float>(h.number("eps"));
+    for (size_t t = 0; t < launch.tensors.size(); ++t) {
+      launch.tensors[t].scalars[0] = static_cast<float>(
+          -(h.number("lr") /
+            (1 + (static_cast<double>(steps[t]) - 1) * h.number("lr_decay"))));
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -103,6 +103,37 @@ void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
       maximize, l2 != 0, decoupled_weight_decay, amsgrad);
 }
 
+absl::Status PrepareAdamCudaLaunch(const Hyperparameters& h,
+                                   const std::vector<int64_t>& steps,
+                                   bool decoupled_weight_decay,
+                                   multi_tensor::Launch& launch) {
+  using namespace multi_tensor;  // NOLINT: Op and Flag names.
+  const double lr = h.number("lr");
+  const auto [beta1, beta2] = h.pair("betas");
+  const double weight_decay = h.number("weight_decay");
+  launch.op = Op::kAdam;
+  launch.flags =
+      (h.flag("maximize") ? kMaximize : 0) |
+      (h.flag("amsgrad") ? kAmsgrad : 0) |
+      (decoupled_weight_decay ? kDecoupled : 0) |
+      (!decoupled_weight_decay && weight_decay != 0 ? kWeightDecay : 0);
+  launch.scalars[0] = static_cast<float>(beta1);
+  launch.scalars[1] = static_cast<float>(beta2);
+  launch.scalars[2] = static_cast<float>(1 - beta1);
+  launch.scalars[3] = static_cast<float>(1 - beta2);
+  launch.scalars[4] = static_cast<float>(h.number("eps"));
+  launch.scalars[5] = static_cast<float>(weight_decay);
+  launch.scalars[6] = static_cast<float>(1 - lr * weight_decay);
+  for (size_t t = 0; t < launch.tensors.size(); ++t) {
+    const double step = static_cast<double>(steps[t]);
+    launch.tensors[t].scalars[0] =
+        static_cast<float>(-(lr / (1 - std::pow(beta1, step))));
+    launch.tensors[t].scalars[1] =
+        static_cast<float>(std::sqrt(1 - std::pow(beta2, step)));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 class Adam : public OptimizerKind {
@@ -121,6 +152,14 @@ class Adam : public OptimizerKind {
   }
   void Update(const UpdateArgs& args) const override {
     AdamUpdate(args, /*decoupled_weight_decay=*/false);
+  }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>& steps,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    return PrepareAdamCudaLaunch(h, steps, /*decoupled_weight_decay=*/false,
+                                 launch);
   }
 };
 

@@ -15,6 +15,10 @@ std::vector<HyperparameterSpec> AdamHyperparameters(double weight_decay);
 absl::Status ValidateAdam(const Hyperparameters& h);
 std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h);
 void AdamUpdate(const UpdateArgs& args, bool decoupled_weight_decay);
+absl::Status PrepareAdamCudaLaunch(const Hyperparameters& h,
+                                   const std::vector<int64_t>& steps,
+                                   bool decoupled_weight_decay,
+                                   multi_tensor::Launch& launch);
 
 }  // namespace distopt
 

@@ -70,6 +70,28 @@ class Adamax : public OptimizerKind {
         },
         h.flag("maximize"), weight_decay != 0);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>& steps,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    const auto [beta1, beta2] = h.pair("betas");
+    launch.op = Op::kAdamax;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.number("weight_decay") != 0 ? kWeightDecay : 0);
+    launch.scalars[0] = static_cast<float>(beta1);
+    launch.scalars[1] = static_cast<float>(beta2);
+    launch.scalars[2] = static_cast<float>(1 - beta1);
+    launch.scalars[3] = static_cast<float>(h.number("eps"));
+    launch.scalars[4] = static_cast<float>(h.number("weight_decay"));
+    for (size_t t = 0; t < launch.tensors.size(); ++t) {
+      launch.tensors[t].scalars[0] = static_cast<float>(
+          -(h.number("lr") /
+            (1 - std::pow(beta1, static_cast<double>(steps[t])))));
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -23,6 +23,14 @@ class AdamW : public OptimizerKind {
   void Update(const UpdateArgs& args) const override {
     AdamUpdate(args, /*decoupled_weight_decay=*/true);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>& steps,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    return PrepareAdamCudaLaunch(h, steps, /*decoupled_weight_decay=*/true,
+                                 launch);
+  }
 };
 
 }  // namespace

@@ -42,7 +42,9 @@ absl::StatusOr<std::unique_ptr<FunctionalOptimizer>>
 FunctionalOptimizer::Create(
     const OptimizerKind* kind,
     const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
-    std::vector<ParameterLayout> parameters) {
+    std::vector<ParameterLayout> parameters, Device device) {
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device);
+  if (!backend.ok()) return backend.status();
   absl::StatusOr<Hyperparameters> resolved =
       ResolveHyperparameters(kind->hyperparameters(), hyperparameters);
   if (!resolved.ok()) return resolved.status();
@@ -60,7 +62,7 @@ FunctionalOptimizer::Create(
     if (!count.ok()) return count.status();
   }
   std::unique_ptr<FunctionalOptimizer> optimizer(new FunctionalOptimizer(
-      kind, *std::move(resolved), std::move(parameters)));
+      kind, *std::move(resolved), std::move(parameters), *std::move(backend)));
   if (kind->creates_state_eagerly()) {
     for (size_t i = 0; i < optimizer->layouts_.size(); ++i) {
       absl::StatusOr<bool> created = optimizer->EnsureBuffers(i);
@@ -72,10 +74,12 @@ FunctionalOptimizer::Create(
 
 FunctionalOptimizer::FunctionalOptimizer(const OptimizerKind* kind,
                                          Hyperparameters h,
-                                         std::vector<ParameterLayout> layouts)
+                                         std::vector<ParameterLayout> layouts,
+                                         std::shared_ptr<Backend> backend)
     : kind_(kind),
       hyperparameters_(std::move(h)),
       layouts_(std::move(layouts)),
+      backend_(std::move(backend)),
       states_(layouts_.size()) {}
 
 absl::Status FunctionalOptimizer::SetHyperparameters(
@@ -101,18 +105,20 @@ absl::Status FunctionalOptimizer::CheckInputs(
     const ParameterLayout& layout = layouts_[i];
     const Tensor& param = *params[i];
     if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
-        !param.device().is_cpu()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "params[", i, "]: ", param.DebugString(), "; expected ",
-          DTypeName(layout.dtype), ShapeToString(layout.shape), " on cpu"));
+        param.device() != device()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params[", i, "]: ", param.DebugString(), "; expected ",
+                       DTypeName(layout.dtype), ShapeToString(layout.shape),
+                       " on ", device().ToString()));
     }
     if (grads[i] == nullptr) continue;
     const Tensor& grad = *grads[i];
     if (grad.dtype() != layout.dtype || grad.shape() != layout.shape ||
-        !grad.device().is_cpu()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "grads[", i, "]: ", grad.DebugString(), "; expected ",
-          DTypeName(layout.dtype), ShapeToString(layout.shape), " on cpu"));
+        grad.device() != device()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grads[", i, "]: ", grad.DebugString(), "; expected ",
+                       DTypeName(layout.dtype), ShapeToString(layout.shape),
+                       " on ", device().ToString()));
     }
   }
   return absl::OkStatus();
@@ -133,10 +139,12 @@ absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
       continue;
     }
     absl::StatusOr<Tensor> buffer =
-        Tensor::AllocateHost(DType::kFloat32, layouts_[index].shape);
+        Tensor::Allocate(backend_, DType::kFloat32, layouts_[index].shape);
     if (!buffer.ok()) return buffer.status();
-    std::fill_n(static_cast<float*>(buffer->data()), buffer->num_elements(),
-                static_cast<float>(spec.initial_value));
+    absl::Status filled =
+        backend_->Fill(buffer->data(), DType::kFloat32, buffer->num_elements(),
+                       static_cast<float>(spec.initial_value));
+    if (!filled.ok()) return filled;
     buffers.emplace_back(spec.name, *std::move(buffer));
     created = true;
   }
@@ -158,15 +166,56 @@ absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
     fresh[i] = *created;
   }
   for (size_t i = 0; i < layouts_.size(); ++i) {
-    if (grads[i] == nullptr) continue;
-    ++states_[i].step;
-    UpdateOne(i, *params[i], *grads[i], fresh[i]);
+    if (grads[i] != nullptr) ++states_[i].step;
+  }
+  if (!device().is_cpu()) return UpdateOnCuda(params, grads, fresh);
+  for (size_t i = 0; i < layouts_.size(); ++i) {
+    if (grads[i] != nullptr) UpdateOnCpu(i, *params[i], *grads[i], fresh[i]);
   }
   return absl::OkStatus();
 }
 
-void FunctionalOptimizer::UpdateOne(size_t index, Tensor& param,
-                                    const Tensor& grad, bool fresh_buffers) {
+absl::Status FunctionalOptimizer::UpdateOnCuda(
+    absl::Span<Tensor* const> params, absl::Span<const Tensor* const> grads,
+    const std::vector<bool>& fresh) {
+  for (const DType dtype :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    multi_tensor::Launch launch;
+    launch.device = device().index;
+    launch.type = dtype == DType::kFloat32   ? multi_tensor::kFloat32
+                  : dtype == DType::kFloat16 ? multi_tensor::kFloat16
+                                             : multi_tensor::kBFloat16;
+    std::vector<int64_t> steps;
+    std::vector<bool> fresh_in_launch;
+    for (size_t i = 0; i < layouts_.size(); ++i) {
+      if (grads[i] == nullptr || layouts_[i].dtype != dtype) continue;
+      multi_tensor::TensorArgs args;
+      args.param = params[i]->data();
+      args.grad = grads[i]->data();
+      args.size = params[i]->num_elements();
+      for (size_t b = 0; b < states_[i].buffers.size(); ++b) {
+        args.buffers[b] =
+            static_cast<float*>(states_[i].buffers[b].second.data());
+      }
+      launch.tensors.push_back(args);
+      steps.push_back(states_[i].step);
+      fresh_in_launch.push_back(fresh[i]);
+    }
+    if (launch.tensors.empty()) continue;
+    absl::Status status = kind_->PrepareCudaLaunch(hyperparameters_, steps,
+                                                   fresh_in_launch, launch);
+    if (!status.ok()) return status;
+    const std::string error = multi_tensor::Run(launch);
+    if (!error.empty()) {
+      return absl::InternalError(absl::StrCat(
+          device().ToString(), ": optimizer step failed: ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void FunctionalOptimizer::UpdateOnCpu(size_t index, Tensor& param,
+                                      const Tensor& grad, bool fresh_buffers) {
   ParameterState& state = states_[index];
   const DType dtype = param.dtype();
   ThreadPool::Default().ParallelFor(
@@ -283,13 +332,13 @@ absl::Status FunctionalOptimizer::LoadStateDict(
             absl::StrCat(field, ": missing \"", spec.name, "\""));
       }
       const Tensor& given = it->second;
-      if (given.dtype() != DType::kFloat32 || !given.device().is_cpu() ||
+      if (given.dtype() != DType::kFloat32 ||
           given.shape() != layouts_[index].shape) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".", spec.name, ": ", given.DebugString(),
             "; expected float32", ShapeToString(layouts_[index].shape)));
       }
-      absl::StatusOr<Tensor> copy = given.CloneTo(CpuBackend());
+      absl::StatusOr<Tensor> copy = given.CloneTo(backend_);
       if (!copy.ok()) return copy.status();
       state.buffers.emplace_back(spec.name, *std::move(copy));
     }

@@ -1,7 +1,9 @@
 // FunctionalOptimizer: one optimizer kind, its hyperparameters and the
 // per-parameter state, over an ordered list of parameters (a param group of
-// torch.optim). It updates host tensors in place; fp16 and bf16 parameters
-// are updated in fp32 and rounded to nearest even, their state kept in fp32.
+// torch.optim), all on one device. It updates the tensors in place: on the
+// CPU with the kind's loops split across a thread pool, on a GPU with one
+// fused multi-tensor launch per dtype. fp16 and bf16 parameters are updated
+// in fp32 and rounded to nearest even; all state is fp32 on the device.
 //
 // A parameter without a gradient in a step is skipped: its step count stays
 // and no state is made for it (except for kinds that, like torch's Adagrad,
@@ -61,10 +63,11 @@ class FunctionalOptimizer {
  public:
   // INVALID_ARGUMENT for bad hyperparameters (naming them) or a parameter
   // that is not floating point.
+  // FAILED_PRECONDITION when `device` is unavailable.
   static absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> Create(
       const OptimizerKind* kind,
       const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
-      std::vector<ParameterLayout> parameters);
+      std::vector<ParameterLayout> parameters, Device device = Device::Cpu());
 
   // Updates params[i] with grads[i]; a null gradient skips that parameter.
   // INVALID_ARGUMENT naming "params[i]" or "grads[i]" when a tensor does not
@@ -88,22 +91,29 @@ class FunctionalOptimizer {
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }
   const std::vector<ParameterLayout>& parameters() const { return layouts_; }
+  Device device() const { return backend_->device(); }
   const ParameterState& state(size_t index) const { return states_[index]; }
 
  private:
   FunctionalOptimizer(const OptimizerKind* kind, Hyperparameters h,
-                      std::vector<ParameterLayout> layouts);
+                      std::vector<ParameterLayout> layouts,
+                      std::shared_ptr<Backend> backend);
 
   absl::Status CheckInputs(absl::Span<Tensor* const> params,
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.
   absl::StatusOr<bool> EnsureBuffers(size_t index);
-  void UpdateOne(size_t index, Tensor& param, const Tensor& grad,
-                 bool fresh_buffers);
+  void UpdateOnCpu(size_t index, Tensor& param, const Tensor& grad,
+                   bool fresh_buffers);
+  // One fused launch per dtype for the parameters with gradients.
+  absl::Status UpdateOnCuda(absl::Span<Tensor* const> params,
+                            absl::Span<const Tensor* const> grads,
+                            const std::vector<bool>& fresh);
 
   const OptimizerKind* const kind_;
   Hyperparameters hyperparameters_;
   const std::vector<ParameterLayout> layouts_;
+  const std::shared_ptr<Backend> backend_;
   std::vector<ParameterState> states_;
 };
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "server/optim/hyperparameters.h"
+#include "server/optim/multi_tensor.h"
 
 namespace distopt {
 
@@ -63,6 +64,19 @@ class OptimizerKind {
   // The elementwise update. Element i's result depends only on element i
   // of every array, so callers may split a tensor into ranges.
   virtual void Update(const UpdateArgs& args) const = 0;
+
+  // Sets the op, flags and scalars of a fused CUDA step over
+  // `launch.tensors` (pointers already set), whose step counts after this
+  // step are `steps` and whose buffers were just created where `fresh`.
+  // Kinds without a CUDA kernel (plugins, unless they add one) keep the
+  // default: UNIMPLEMENTED.
+  virtual absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                         const std::vector<int64_t>& steps,
+                                         const std::vector<bool>& fresh,
+                                         multi_tensor::Launch& launch) const {
+    return absl::UnimplementedError(
+        "this optimizer kind has no CUDA kernel; expected parameters on cpu");
+  }
 };
 
 }  // namespace distopt

@@ -88,6 +88,25 @@ class Rmsprop : public OptimizerKind {
         },
         h.flag("maximize"), weight_decay != 0, centered, has_momentum);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>&,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    launch.op = Op::kRmsprop;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.number("weight_decay") != 0 ? kWeightDecay : 0) |
+                   (h.flag("centered") ? kCentered : 0) |
+                   (h.number("momentum") > 0 ? kMomentum : 0);
+    launch.scalars[0] = static_cast<float>(-h.number("lr"));
+    launch.scalars[1] = static_cast<float>(h.number("alpha"));
+    launch.scalars[2] = static_cast<float>(1 - h.number("alpha"));
+    launch.scalars[3] = static_cast<float>(h.number("eps"));
+    launch.scalars[4] = static_cast<float>(h.number("weight_decay"));
+    launch.scalars[5] = static_cast<float>(h.number("momentum"));
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

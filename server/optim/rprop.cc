@@ -78,6 +78,22 @@ class Rprop : public OptimizerKind {
         },
         h.flag("maximize"));
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>&,
+                                 const std::vector<bool>&,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    const auto [etaminus, etaplus] = h.pair("etas");
+    const auto [step_min, step_max] = h.pair("step_sizes");
+    launch.op = Op::kRprop;
+    launch.flags = h.flag("maximize") ? kMaximize : 0;
+    launch.scalars[0] = static_cast<float>(etaminus);
+    launch.scalars[1] = static_cast<float>(etaplus);
+    launch.scalars[2] = static_cast<float>(step_min);
+    launch.scalars[3] = static_cast<float>(step_max);
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -82,6 +82,26 @@ class Sgd : public OptimizerKind {
         },
         maximize, weight_decay != 0, has_momentum, nesterov, a.fresh_buffers);
   }
+
+  absl::Status PrepareCudaLaunch(const Hyperparameters& h,
+                                 const std::vector<int64_t>&,
+                                 const std::vector<bool>& fresh,
+                                 multi_tensor::Launch& launch) const override {
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    launch.op = Op::kSgd;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.number("weight_decay") != 0 ? kWeightDecay : 0) |
+                   (h.number("momentum") != 0 ? kMomentum : 0) |
+                   (h.flag("nesterov") ? kNesterov : 0);
+    launch.scalars[0] = static_cast<float>(h.number("lr"));
+    launch.scalars[1] = static_cast<float>(h.number("momentum"));
+    launch.scalars[2] = static_cast<float>(1.0 - h.number("dampening"));
+    launch.scalars[3] = static_cast<float>(h.number("weight_decay"));
+    for (size_t t = 0; t < launch.tensors.size(); ++t) {
+      launch.tensors[t].scalars[0] = fresh[t] ? 1.0f : 0.0f;
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

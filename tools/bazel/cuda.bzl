@@ -14,7 +14,8 @@ _NVCC_ARCH_FLAGS = [
     "-gencode=arch=compute_90,code=[sm_90,compute_90]",
 ]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback_srcs = [], **kwargs):
+def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback_srcs = [],
+                 nvcc_flags = [], **kwargs):
     """A cc_library whose .cu `srcs` are compiled by nvcc when CUDA is present.
 
     Args:
@@ -24,6 +25,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback_srcs = [], **kwa
       deps: cc_library deps; their headers must be listed in `hdrs` of
         those deps (nvcc sees the whole source tree through -I.).
       cpu_fallback_srcs: .cc files compiled instead when CUDA is absent.
+      nvcc_flags: extra nvcc flags, e.g. ["--fmad=false"].
       **kwargs: passed to the cc_library.
     """
     if not CUDA_ENABLED:
@@ -50,6 +52,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback_srcs = [], **kwa
             "-I.",
             "-I$(GENDIR)",
             " ".join(_NVCC_ARCH_FLAGS),
+            " ".join(nvcc_flags),
             "-o $@",
             " ".join(["$(location %s)" % s for s in srcs]),
         ]),
