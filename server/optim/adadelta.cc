@@ -38,10 +38,8 @@ class Adadelta : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "eps", "weight_decay"}) {
-      absl::Status status = RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
+    absl::Status status = RequireNonNegative(h, {"lr", "eps", "weight_decay"});
+    if (!status.ok()) return status;
     return RequireInRange("rho", h.number("rho"), 0.0, 1.0, true);
   }
 

@@ -36,12 +36,8 @@ class Adagrad : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "lr_decay", "weight_decay",
-                             "initial_accumulator_value", "eps"}) {
-      absl::Status status = RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
-    return absl::OkStatus();
+    return RequireNonNegative(h, {"lr", "lr_decay", "weight_decay",
+                                  "initial_accumulator_value", "eps"});
   }
 
   bool creates_state_eagerly() const override { return true; }

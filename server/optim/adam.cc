@@ -1,43 +1,13 @@
-// Adam, as torch.optim.Adam (amsgrad, maximize, L2 weight decay).
+// Adam and AdamW, as torch.optim.Adam and torch.optim.AdamW: amsgrad,
+// maximize, and weight decay either added to the gradient (Adam, L2) or
+// applied to the parameter before the moment updates (AdamW, decoupled).
 #include "server/optim/adam.h"
 
 #include <cmath>
 
-#include "server/optim/builtin_kinds.h"
 #include "server/optim/cpu_kernel.h"
 
 namespace distopt {
-
-std::vector<HyperparameterSpec> AdamHyperparameters(double weight_decay) {
-  return {
-      {"lr", 1e-3, "learning rate"},
-      {"betas", std::make_pair(0.9, 0.999),
-       "decay rates of the first and second moment averages"},
-      {"eps", 1e-8, "added to the denominator for stability"},
-      {"weight_decay", weight_decay, "weight decay"},
-      {"amsgrad", false, "use the maximum of past second moments"},
-      {"maximize", false, "maximize the objective"},
-  };
-}
-
-absl::Status ValidateAdam(const Hyperparameters& h) {
-  for (const char* name : {"lr", "eps", "weight_decay"}) {
-    absl::Status status = RequireAtLeast(h, name, 0.0);
-    if (!status.ok()) return status;
-  }
-  const auto [beta1, beta2] = h.pair("betas");
-  absl::Status status = RequireInRange("betas[0]", beta1, 0.0, 1.0, false);
-  if (status.ok()) status = RequireInRange("betas[1]", beta2, 0.0, 1.0, false);
-  return status;
-}
-
-std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h) {
-  std::vector<StateBufferSpec> buffers = {{"exp_avg", 0.0},
-                                          {"exp_avg_sq", 0.0}};
-  if (h.flag("amsgrad")) buffers.push_back({"max_exp_avg_sq", 0.0});
-  return buffers;
-}
-
 namespace {
 
 template <bool kMaximize, bool kL2, bool kDecoupled, bool kAmsgrad>
@@ -68,103 +38,115 @@ DISTOPT_CPU_KERNEL void AdamLoop(int64_t n, float* param, const float* grad,
   }
 }
 
-}  // namespace
-
-void AdamUpdate(const UpdateArgs& a, bool decoupled_weight_decay) {
-  const Hyperparameters& h = *a.hyperparameters;
-  const double lr = h.number("lr");
-  const auto [beta1, beta2] = h.pair("betas");
-  const double weight_decay = h.number("weight_decay");
-  const bool maximize = h.flag("maximize");
-  const bool amsgrad = h.flag("amsgrad");
-  // Scalars are computed in double and used in fp32, as torch.optim does.
-  const double step = static_cast<double>(a.step);
-  const double bias_correction1 = 1 - std::pow(beta1, step);
-  const double bias_correction2 = 1 - std::pow(beta2, step);
-  const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
-  const float bias_correction2_sqrt =
-      static_cast<float>(std::sqrt(bias_correction2));
-  const float b1 = static_cast<float>(beta1);
-  const float b2 = static_cast<float>(beta2);
-  const float one_minus_b1 = static_cast<float>(1 - beta1);
-  const float one_minus_b2 = static_cast<float>(1 - beta2);
-  const float eps = static_cast<float>(h.number("eps"));
-  const float l2 =
-      decoupled_weight_decay ? 0.0f : static_cast<float>(weight_decay);
-  const float decay = static_cast<float>(1 - lr * weight_decay);
-  WithFlags(
-      [&](auto maximize_flag, auto l2_flag, auto decoupled, auto ams) {
-        AdamLoop<decltype(maximize_flag)::value, decltype(l2_flag)::value,
-                 decltype(decoupled)::value, decltype(ams)::value>(
-            a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
-            amsgrad ? a.buffers[2] : nullptr, b1, b2, one_minus_b1,
-            one_minus_b2, neg_step_size, bias_correction2_sqrt, eps, l2, decay);
-      },
-      maximize, l2 != 0, decoupled_weight_decay, amsgrad);
-}
-
-absl::Status PrepareAdamCudaLaunch(const Hyperparameters& h,
-                                   const std::vector<int64_t>& steps,
-                                   bool decoupled_weight_decay,
-                                   multi_tensor::Launch& launch) {
-  using namespace multi_tensor;  // NOLINT: Op and Flag names.
-  const double lr = h.number("lr");
-  const auto [beta1, beta2] = h.pair("betas");
-  const double weight_decay = h.number("weight_decay");
-  launch.op = Op::kAdam;
-  launch.flags =
-      (h.flag("maximize") ? kMaximize : 0) |
-      (h.flag("amsgrad") ? kAmsgrad : 0) |
-      (decoupled_weight_decay ? kDecoupled : 0) |
-      (!decoupled_weight_decay && weight_decay != 0 ? kWeightDecay : 0);
-  launch.scalars[0] = static_cast<float>(beta1);
-  launch.scalars[1] = static_cast<float>(beta2);
-  launch.scalars[2] = static_cast<float>(1 - beta1);
-  launch.scalars[3] = static_cast<float>(1 - beta2);
-  launch.scalars[4] = static_cast<float>(h.number("eps"));
-  launch.scalars[5] = static_cast<float>(weight_decay);
-  launch.scalars[6] = static_cast<float>(1 - lr * weight_decay);
-  for (size_t t = 0; t < launch.tensors.size(); ++t) {
-    const double step = static_cast<double>(steps[t]);
-    launch.tensors[t].scalars[0] =
-        static_cast<float>(-(lr / (1 - std::pow(beta1, step))));
-    launch.tensors[t].scalars[1] =
-        static_cast<float>(std::sqrt(1 - std::pow(beta2, step)));
-  }
-  return absl::OkStatus();
-}
-
-namespace {
-
-class Adam : public OptimizerKind {
+class AdamFamily : public OptimizerKind {
  public:
+  explicit AdamFamily(bool decoupled)
+      : decoupled_(decoupled),
+        hyperparameters_({
+            {"lr", 1e-3, "learning rate"},
+            {"betas", std::make_pair(0.9, 0.999),
+             "decay rates of the first and second moment averages"},
+            {"eps", 1e-8, "added to the denominator for stability"},
+            {"weight_decay", decoupled ? 1e-2 : 0.0,
+             decoupled ? "decoupled weight decay" : "L2 penalty"},
+            {"amsgrad", false, "use the maximum of past second moments"},
+            {"maximize", false, "maximize the objective"},
+        }) {}
+
   const std::vector<HyperparameterSpec>& hyperparameters() const override {
-    static const auto* specs =
-        new std::vector<HyperparameterSpec>(AdamHyperparameters(0.0));
-    return *specs;
+    return hyperparameters_;
   }
+
   absl::Status Validate(const Hyperparameters& h) const override {
-    return ValidateAdam(h);
+    absl::Status status = RequireNonNegative(h, {"lr", "eps", "weight_decay"});
+    if (status.ok()) status = RequireBetas(h, "betas");
+    return status;
   }
+
   std::vector<StateBufferSpec> StateBuffers(
       const Hyperparameters& h) const override {
-    return AdamStateBuffers(h);
+    std::vector<StateBufferSpec> buffers = {{"exp_avg", 0.0},
+                                            {"exp_avg_sq", 0.0}};
+    if (h.flag("amsgrad")) buffers.push_back({"max_exp_avg_sq", 0.0});
+    return buffers;
   }
-  void Update(const UpdateArgs& args) const override {
-    AdamUpdate(args, /*decoupled_weight_decay=*/false);
+
+  void Update(const UpdateArgs& a) const override {
+    const Hyperparameters& h = *a.hyperparameters;
+    const double lr = h.number("lr");
+    const auto [beta1, beta2] = h.pair("betas");
+    const double weight_decay = h.number("weight_decay");
+    const bool maximize = h.flag("maximize");
+    const bool amsgrad = h.flag("amsgrad");
+    // Scalars are computed in double and used in fp32, as torch.optim does.
+    const double step = static_cast<double>(a.step);
+    const double bias_correction1 = 1 - std::pow(beta1, step);
+    const double bias_correction2 = 1 - std::pow(beta2, step);
+    const float neg_step_size = static_cast<float>(-(lr / bias_correction1));
+    const float bias_correction2_sqrt =
+        static_cast<float>(std::sqrt(bias_correction2));
+    const float b1 = static_cast<float>(beta1);
+    const float b2 = static_cast<float>(beta2);
+    const float one_minus_b1 = static_cast<float>(1 - beta1);
+    const float one_minus_b2 = static_cast<float>(1 - beta2);
+    const float eps = static_cast<float>(h.number("eps"));
+    const float l2 = decoupled_ ? 0.0f : static_cast<float>(weight_decay);
+    const float decay = static_cast<float>(1 - lr * weight_decay);
+    WithFlags(
+        [&](auto maximize_flag, auto l2_flag, auto decoupled, auto ams) {
+          AdamLoop<decltype(maximize_flag)::value, decltype(l2_flag)::value,
+                   decltype(decoupled)::value, decltype(ams)::value>(
+              a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
+              amsgrad ? a.buffers[2] : nullptr, b1, b2, one_minus_b1,
+              one_minus_b2, neg_step_size, bias_correction2_sqrt, eps, l2,
+              decay);
+        },
+        maximize, l2 != 0, decoupled_, amsgrad);
   }
 
   absl::Status PrepareCudaLaunch(const Hyperparameters& h,
                                  const std::vector<int64_t>& steps,
                                  const std::vector<bool>&,
                                  multi_tensor::Launch& launch) const override {
-    return PrepareAdamCudaLaunch(h, steps, /*decoupled_weight_decay=*/false,
-                                 launch);
+    using namespace multi_tensor;  // NOLINT: Op and Flag names.
+    const double lr = h.number("lr");
+    const auto [beta1, beta2] = h.pair("betas");
+    const double weight_decay = h.number("weight_decay");
+    launch.op = Op::kAdam;
+    launch.flags = (h.flag("maximize") ? kMaximize : 0) |
+                   (h.flag("amsgrad") ? kAmsgrad : 0) |
+                   (decoupled_ ? kDecoupled : 0) |
+                   (!decoupled_ && weight_decay != 0 ? kWeightDecay : 0);
+    launch.scalars[0] = static_cast<float>(beta1);
+    launch.scalars[1] = static_cast<float>(beta2);
+    launch.scalars[2] = static_cast<float>(1 - beta1);
+    launch.scalars[3] = static_cast<float>(1 - beta2);
+    launch.scalars[4] = static_cast<float>(h.number("eps"));
+    launch.scalars[5] = static_cast<float>(weight_decay);
+    launch.scalars[6] = static_cast<float>(1 - lr * weight_decay);
+    for (size_t t = 0; t < launch.tensors.size(); ++t) {
+      const double step = static_cast<double>(steps[t]);
+      launch.tensors[t].scalars[0] =
+          static_cast<float>(-(lr / (1 - std::pow(beta1, step))));
+      launch.tensors[t].scalars[1] =
+          static_cast<float>(std::sqrt(1 - std::pow(beta2, step)));
+    }
+    return absl::OkStatus();
   }
+
+ private:
+  const bool decoupled_;
+  const std::vector<HyperparameterSpec> hyperparameters_;
 };
 
 }  // namespace
 
-std::unique_ptr<OptimizerKind> MakeAdam() { return std::make_unique<Adam>(); }
+std::unique_ptr<OptimizerKind> MakeAdamFamily(bool decoupled_weight_decay) {
+  return std::make_unique<AdamFamily>(decoupled_weight_decay);
+}
+
+std::unique_ptr<OptimizerKind> MakeAdam() {
+  return MakeAdamFamily(/*decoupled_weight_decay=*/false);
+}
 
 }  // namespace distopt

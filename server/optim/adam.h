@@ -1,24 +1,17 @@
-// The Adam update shared by Adam (L2 weight decay added to the gradient)
-// and AdamW (decoupled weight decay applied to the parameter).
+// Adam and AdamW share one implementation: they differ only in where the
+// weight decay goes (and its default).
 #ifndef DISTOPT_SERVER_OPTIM_ADAM_H_
 #define DISTOPT_SERVER_OPTIM_ADAM_H_
 
-#include <vector>
+#include <memory>
 
-#include "server/optim/optimizer_kind.h"
+#include "server/optim/builtin_kinds.h"
 
 namespace distopt {
 
-// Hyperparameters of Adam and AdamW; they differ only in the default of
-// weight_decay.
-std::vector<HyperparameterSpec> AdamHyperparameters(double weight_decay);
-absl::Status ValidateAdam(const Hyperparameters& h);
-std::vector<StateBufferSpec> AdamStateBuffers(const Hyperparameters& h);
-void AdamUpdate(const UpdateArgs& args, bool decoupled_weight_decay);
-absl::Status PrepareAdamCudaLaunch(const Hyperparameters& h,
-                                   const std::vector<int64_t>& steps,
-                                   bool decoupled_weight_decay,
-                                   multi_tensor::Launch& launch);
+// Adam (false: L2 weight decay on the gradient) or AdamW (true: decoupled
+// weight decay on the parameter, default 1e-2).
+std::unique_ptr<OptimizerKind> MakeAdamFamily(bool decoupled_weight_decay);
 
 }  // namespace distopt
 

@@ -36,16 +36,9 @@ class Adamax : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "eps", "weight_decay"}) {
-      absl::Status status = RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
-    const auto [beta1, beta2] = h.pair("betas");
-    absl::Status status = RequireInRange("betas[0]", beta1, 0.0, 1.0, false);
-    if (status.ok()) {
-      status = RequireInRange("betas[1]", beta2, 0.0, 1.0, false);
-    }
-    return status;
+    absl::Status status = RequireNonNegative(h, {"lr", "eps", "weight_decay"});
+    if (!status.ok()) return status;
+    return RequireBetas(h, "betas");
   }
 
   std::vector<StateBufferSpec> StateBuffers(

@@ -90,6 +90,25 @@ absl::Status RequireAtLeast(const Hyperparameters& h, absl::string_view name,
                    "; expected ", name, " >= ", minimum));
 }
 
+absl::Status RequireNonNegative(const Hyperparameters& h,
+                                std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    absl::Status status = RequireAtLeast(h, name, 0.0);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireBetas(const Hyperparameters& h, absl::string_view name) {
+  const auto [first, second] = h.pair(name);
+  absl::Status status =
+      RequireInRange(absl::StrCat(name, "[0]"), first, 0.0, 1.0, false);
+  if (status.ok()) {
+    status = RequireInRange(absl::StrCat(name, "[1]"), second, 0.0, 1.0, false);
+  }
+  return status;
+}
+
 absl::Status RequireInRange(absl::string_view name, double value, double low,
                             double high, bool high_closed) {
   if (value >= low && (high_closed ? value <= high : value < high)) {

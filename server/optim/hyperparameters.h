@@ -4,6 +4,7 @@
 #ifndef DISTOPT_SERVER_OPTIM_HYPERPARAMETERS_H_
 #define DISTOPT_SERVER_OPTIM_HYPERPARAMETERS_H_
 
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <variant>
@@ -61,7 +62,12 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(
 // and name the hyperparameter and the allowed range.
 absl::Status RequireAtLeast(const Hyperparameters& h, absl::string_view name,
                             double minimum);
-// For pairs: element `index` in [low, high) (or [low, high] if closed).
+// Every one of `names` >= 0.
+absl::Status RequireNonNegative(const Hyperparameters& h,
+                                std::initializer_list<const char*> names);
+// Both numbers of the pair `name` in [0, 1), as torch checks betas.
+absl::Status RequireBetas(const Hyperparameters& h, absl::string_view name);
+// `value` in [low, high) (or [low, high] if closed); `name` labels it.
 absl::Status RequireInRange(absl::string_view name, double value, double low,
                             double high, bool high_closed);
 

@@ -52,12 +52,8 @@ class Rmsprop : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name :
-         {"lr", "eps", "momentum", "weight_decay", "alpha"}) {
-      absl::Status status = RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
-    return absl::OkStatus();
+    return RequireNonNegative(
+        h, {"lr", "eps", "momentum", "weight_decay", "alpha"});
   }
 
   std::vector<StateBufferSpec> StateBuffers(

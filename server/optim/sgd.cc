@@ -39,10 +39,9 @@ class Sgd : public OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "momentum", "weight_decay"}) {
-      absl::Status status = RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
+    absl::Status status =
+        RequireNonNegative(h, {"lr", "momentum", "weight_decay"});
+    if (!status.ok()) return status;
     if (h.flag("nesterov") &&
         (h.number("momentum") <= 0 || h.number("dampening") != 0)) {
       return absl::InvalidArgumentError(

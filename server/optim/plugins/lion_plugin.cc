@@ -34,13 +34,11 @@ class Lion : public distopt::OptimizerKind {
   }
 
   absl::Status Validate(const Hyperparameters& h) const override {
-    for (const char* name : {"lr", "weight_decay"}) {
-      absl::Status status = distopt::RequireAtLeast(h, name, 0.0);
-      if (!status.ok()) return status;
-    }
-    const auto [beta1, beta2] = h.pair("betas");
     absl::Status status =
-        distopt::RequireInRange("betas[0]", beta1, 0.0, 1.0, true);
+        distopt::RequireNonNegative(h, {"lr", "weight_decay"});
+    if (!status.ok()) return status;
+    const auto [beta1, beta2] = h.pair("betas");
+    status = distopt::RequireInRange("betas[0]", beta1, 0.0, 1.0, true);
     if (status.ok()) {
       status = distopt::RequireInRange("betas[1]", beta2, 0.0, 1.0, true);
     }
