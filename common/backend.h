@@ -36,6 +36,11 @@ class Backend {
   virtual absl::Status CopyWithinDevice(void* dst, const void* src,
                                         size_t bytes) = 0;
 
+  // dst += src for `count` floating-point elements of `dtype`, both on this
+  // device; half precision is added in fp32 and rounded to nearest even.
+  virtual absl::Status Add(void* dst, const void* src, DType dtype,
+                           size_t count) = 0;
+
   // Sets `count` elements of `dtype` at `dst` to `value` (converted to dtype
   // with round-to-nearest-even).
   virtual absl::Status Fill(void* dst, DType dtype, size_t count,

@@ -41,6 +41,12 @@ class CpuBackendImpl : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status Add(void* dst, const void* src, DType dtype,
+                   size_t count) override {
+    AddHost(dst, src, dtype, count);
+    return absl::OkStatus();
+  }
+
   absl::Status Fill(void* dst, DType dtype, size_t count,
                     double value) override {
     FillHost(dst, dtype, count, value);

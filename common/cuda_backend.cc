@@ -56,6 +56,16 @@ class CudaBackendImpl : public Backend {
         "device-to-device copy");
   }
 
+  absl::Status Add(void* dst, const void* src, DType dtype,
+                   size_t count) override {
+    const int code = dtype == DType::kFloat32    ? 0
+                     : dtype == DType::kFloat16  ? 1
+                     : dtype == DType::kBFloat16 ? 2
+                                                 : 3;
+    return FromCuda(cuda_ops::Add(device_.index, dst, src, code, count),
+                    device_, "add");
+  }
+
   absl::Status Fill(void* dst, DType dtype, size_t count,
                     double value) override {
     return FromCuda(

@@ -1,3 +1,5 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "common/cuda_ops.h"
@@ -10,6 +12,19 @@ std::string ErrorText(cudaError_t error) {
   if (error == cudaSuccess) return std::string();
   return std::string(cudaGetErrorName(error)) + ": " +
          cudaGetErrorString(error);
+}
+
+// Half precision adds in fp32 and rounds to nearest even.
+__device__ __forceinline__ float AddElements(float a, float b) { return a + b; }
+__device__ __forceinline__ long long AddElements(long long a, long long b) {
+  return a + b;
+}
+__device__ __forceinline__ __half AddElements(__half a, __half b) {
+  return __float2half_rn(__half2float(a) + __half2float(b));
+}
+__device__ __forceinline__ __nv_bfloat16 AddElements(__nv_bfloat16 a,
+                                                     __nv_bfloat16 b) {
+  return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
 }
 
 template <typename T>
@@ -33,9 +48,48 @@ std::string LaunchFill(void* dst, T value, size_t count) {
   return ErrorText(error);
 }
 
+template <typename T>
+__global__ void AddKernel(T* dst, const T* src, size_t count) {
+  const size_t stride = static_cast<size_t>(blockDim.x) * gridDim.x;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+       i < count; i += stride) {
+    dst[i] = AddElements(dst[i], src[i]);
+  }
+}
+
+template <typename T>
+std::string LaunchAdd(void* dst, const void* src, size_t count) {
+  if (count == 0) return std::string();
+  constexpr int kThreads = 256;
+  const size_t wanted = (count + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
+  AddKernel<T><<<blocks, kThreads>>>(static_cast<T*>(dst),
+                                     static_cast<const T*>(src), count);
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
+  return ErrorText(error);
+}
+
 }  // namespace
 
 bool BuiltWithCuda() { return true; }
+
+std::string Add(int device, void* dst, const void* src, int dtype,
+                size_t count) {
+  const cudaError_t error = cudaSetDevice(device);
+  if (error != cudaSuccess) return ErrorText(error);
+  switch (dtype) {
+    case 0:
+      return LaunchAdd<float>(dst, src, count);
+    case 1:
+      return LaunchAdd<__half>(dst, src, count);
+    case 2:
+      return LaunchAdd<__nv_bfloat16>(dst, src, count);
+    case 3:
+      return LaunchAdd<long long>(dst, src, count);
+  }
+  return "Add: unknown dtype";
+}
 
 std::string DeviceCount(int* count) {
   *count = 0;

@@ -29,6 +29,9 @@ std::string CopyDeviceToHost(int device, void* dst, const void* src,
                              size_t bytes);
 std::string CopyDeviceToDevice(int device, void* dst, const void* src,
                                size_t bytes);
+// dst += src for `count` elements; `dtype` 0 fp32, 1 fp16, 2 bf16, 3 int64.
+std::string Add(int device, void* dst, const void* src, int dtype,
+                size_t count);
 // Writes the low `element_size` bytes of `bits` (2, 4 or 8) `count` times.
 std::string Fill(int device, void* dst, int element_size, uint64_t bits,
                  size_t count);

@@ -28,6 +28,9 @@ std::string CopyDeviceToHost(int, void*, const void*, size_t) {
 std::string CopyDeviceToDevice(int, void*, const void*, size_t) {
   return kBuiltWithoutCuda;
 }
+std::string Add(int, void*, const void*, int, size_t) {
+  return kBuiltWithoutCuda;
+}
 std::string Fill(int, void*, int, uint64_t, size_t) {
   return kBuiltWithoutCuda;
 }

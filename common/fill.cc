@@ -42,4 +42,38 @@ void FillHost(void* dst, DType dtype, size_t count, double value) {
   }
 }
 
+void AddHost(void* dst, const void* src, DType dtype, size_t count) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      float* out = static_cast<float*>(dst);
+      const float* in = static_cast<const float*>(src);
+      for (size_t i = 0; i < count; ++i) out[i] += in[i];
+      break;
+    }
+    case DType::kFloat16: {
+      uint16_t* out = static_cast<uint16_t*>(dst);
+      const uint16_t* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < count; ++i) {
+        out[i] = FloatToHalf(HalfToFloat(out[i]) + HalfToFloat(in[i]));
+      }
+      break;
+    }
+    case DType::kBFloat16: {
+      uint16_t* out = static_cast<uint16_t*>(dst);
+      const uint16_t* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < count; ++i) {
+        out[i] =
+            FloatToBFloat16(BFloat16ToFloat(out[i]) + BFloat16ToFloat(in[i]));
+      }
+      break;
+    }
+    case DType::kInt64: {
+      int64_t* out = static_cast<int64_t*>(dst);
+      const int64_t* in = static_cast<const int64_t*>(src);
+      for (size_t i = 0; i < count; ++i) out[i] += in[i];
+      break;
+    }
+  }
+}
+
 }  // namespace distopt

@@ -73,6 +73,28 @@ TEST(CpuBackendTest, FillsEveryDtype) {
   for (int64_t v : i64.host_span<int64_t>()) EXPECT_EQ(v, 42);
 }
 
+TEST(CpuBackendTest, AddsEveryDtype) {
+  auto backend = CpuBackend();
+  float f32_dst[2] = {1.5f, -2.0f};
+  const float f32_src[2] = {0.25f, 2.0f};
+  ASSERT_TRUE(backend->Add(f32_dst, f32_src, DType::kFloat32, 2).ok());
+  EXPECT_EQ(f32_dst[0], 1.75f);
+  EXPECT_EQ(f32_dst[1], 0.0f);
+  // fp16: 2048 + 1 is not representable; the fp32 sum rounds to even.
+  uint16_t half_dst[1] = {FloatToHalf(2048.0f)};
+  const uint16_t half_src[1] = {FloatToHalf(1.0f)};
+  ASSERT_TRUE(backend->Add(half_dst, half_src, DType::kFloat16, 1).ok());
+  EXPECT_EQ(HalfToFloat(half_dst[0]), 2048.0f);
+  uint16_t bf_dst[1] = {FloatToBFloat16(1.0f)};
+  const uint16_t bf_src[1] = {FloatToBFloat16(0.5f)};
+  ASSERT_TRUE(backend->Add(bf_dst, bf_src, DType::kBFloat16, 1).ok());
+  EXPECT_EQ(BFloat16ToFloat(bf_dst[0]), 1.5f);
+  int64_t i_dst[1] = {40};
+  const int64_t i_src[1] = {2};
+  ASSERT_TRUE(backend->Add(i_dst, i_src, DType::kInt64, 1).ok());
+  EXPECT_EQ(i_dst[0], 42);
+}
+
 TEST(DeviceTest, ParsesAndPrints) {
   EXPECT_EQ(*ParseDevice("cpu"), Device::Cpu());
   EXPECT_EQ(*ParseDevice("cuda"), Device::Cuda(0));
