@@ -1,0 +1,61 @@
+// ContextTable: the distributed autograd contexts alive on this daemon.
+//
+// A context is created by the first call that names it and lives until it
+// is released or, when a crashed trainer never releases it, until it has
+// been idle longer than the table's time-to-live (CollectIdle). Context ids
+// are 64 bits: the creating client's 16-bit id above a 48-bit counter; 0 is
+// not an id. Thread-safe.
+#ifndef DISTOPT_SERVER_AUTOGRAD_CONTEXT_TABLE_H_
+#define DISTOPT_SERVER_AUTOGRAD_CONTEXT_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/autograd/context.h"
+
+namespace distopt {
+
+// INVALID_ARGUMENT naming `field` for id 0.
+absl::Status ValidateContextId(uint64_t id, absl::string_view field);
+
+class ContextTable {
+ public:
+  // `clock` tells the time (tests pass a fake one).
+  explicit ContextTable(absl::Duration time_to_live,
+                        std::function<absl::Time()> clock = absl::Now);
+
+  // The context `id`, created now if it does not exist yet.
+  std::shared_ptr<AutogradContext> GetOrCreate(uint64_t id)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // NOT_FOUND when this daemon has no context `id`.
+  absl::StatusOr<std::shared_ptr<AutogradContext>> Find(uint64_t id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Frees the context; false (and no error) when it is unknown here.
+  bool Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::vector<ContextInfo> List() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Releases contexts idle since before `now - time_to_live`; returns how
+  // many.
+  size_t CollectIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  absl::Duration time_to_live() const { return time_to_live_; }
+
+ private:
+  const absl::Duration time_to_live_;
+  const std::function<absl::Time()> clock_;
+  mutable absl::Mutex mutex_;
+  std::map<uint64_t, std::shared_ptr<AutogradContext>> contexts_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_AUTOGRAD_CONTEXT_TABLE_H_
