@@ -55,6 +55,21 @@ class Parameter {
   // Marks the parameter deleted: later replacements fail.
   void MarkDeleted() ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // For optimizer steps, which update several parameters at once: lock
+  // mutex() exclusively (several parameters in increasing id order, which
+  // keeps concurrent steps free of deadlock), change values_locked() in
+  // place, then BumpVersionLocked().
+  absl::Mutex& mutex() const ABSL_LOCK_RETURNED(mutex_) { return mutex_; }
+  Tensor& values_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return values_;
+  }
+  void BumpVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    ++version_;
+  }
+  bool deleted_locked() const ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+    return deleted_;
+  }
+
  private:
   const uint64_t id_;
   const std::string name_;
