@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -82,7 +83,161 @@ absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
 
 }  // namespace
 
-Client::Client(ClientOptions options) : options_(std::move(options)) {}
+Client::Client(ClientOptions options)
+    : options_(std::move(options)),
+      client_id_(std::random_device{}() & 0xffffu) {}
+
+uint64_t Client::NewContextId() {
+  const uint64_t counter =
+      next_context_.fetch_add(1) & ((uint64_t{1} << 48) - 1);
+  const uint64_t id = (client_id_ << 48) | counter;
+  absl::MutexLock lock(&mutex_);
+  live_contexts_.insert(id);
+  return id;
+}
+
+bool Client::OwnsContext(uint64_t context_id) const {
+  absl::MutexLock lock(&mutex_);
+  return live_contexts_.contains(context_id);
+}
+
+void Client::ForgetContext(uint64_t context_id) {
+  absl::MutexLock lock(&mutex_);
+  live_contexts_.erase(context_id);
+}
+
+absl::Status Client::AccumulateGradients(
+    const std::string& worker, uint64_t context_id,
+    const std::vector<std::pair<uint64_t, Tensor>>& gradients) {
+  v1::AccumulateGradientsRequest request;
+  request.set_context_id(context_id);
+  for (const auto& [parameter_id, gradient] : gradients) {
+    absl::Status host = RequireHost(gradient);
+    if (!host.ok()) return host;
+    v1::ParameterGradient* entry = request.add_gradients();
+    entry->set_parameter_id(parameter_id);
+    TensorToProto(gradient, entry->mutable_gradient());
+  }
+  v1::AccumulateGradientsResponse response;
+  return CallUnary<v1::AutogradService>(
+      worker, "AccumulateGradients",
+      &v1::AutogradService::Stub::AccumulateGradients, request, &response);
+}
+
+absl::StatusOr<std::map<uint64_t, Tensor>> Client::GetGradients(
+    const std::string& worker, uint64_t context_id) {
+  v1::GetGradientsRequest request;
+  request.set_context_id(context_id);
+  v1::GetGradientsResponse response;
+  absl::Status status = CallUnary<v1::AutogradService>(
+      worker, "GetGradients", &v1::AutogradService::Stub::GetGradients, request,
+      &response);
+  if (!status.ok()) return status;
+  std::map<uint64_t, Tensor> gradients;
+  for (const v1::ParameterGradient& entry : response.gradients()) {
+    absl::StatusOr<Tensor> tensor =
+        TensorFromProto(entry.gradient(), "gradient");
+    if (!tensor.ok()) return tensor.status();
+    gradients.emplace(entry.parameter_id(), *std::move(tensor));
+  }
+  return gradients;
+}
+
+absl::StatusOr<bool> Client::ReleaseContext(const std::string& worker,
+                                            uint64_t context_id) {
+  v1::ReleaseContextRequest request;
+  request.set_context_id(context_id);
+  v1::ReleaseContextResponse response;
+  absl::Status status = CallUnary<v1::AutogradService>(
+      worker, "ReleaseContext", &v1::AutogradService::Stub::ReleaseContext,
+      request, &response);
+  if (!status.ok()) return status;
+  return response.released();
+}
+
+absl::StatusOr<v1::OptimizerInfo> Client::CreateOptimizer(
+    const std::string& worker, const std::string& kind,
+    const HyperparameterMap& hyperparameters,
+    const std::vector<uint64_t>& parameter_ids) {
+  v1::CreateOptimizerRequest request;
+  request.set_kind(kind);
+  for (const auto& [name, value] : hyperparameters) {
+    (*request.mutable_hyperparameters())[name] = value;
+  }
+  request.mutable_parameter_ids()->Assign(parameter_ids.begin(),
+                                          parameter_ids.end());
+  v1::OptimizerInfo response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "CreateOptimizer", &v1::OptimizerService::Stub::CreateOptimizer,
+      request, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::StepResponse> Client::Step(const std::string& worker,
+                                              uint64_t optimizer_id,
+                                              uint64_t context_id) {
+  v1::StepRequest request;
+  request.set_optimizer_id(optimizer_id);
+  request.set_context_id(context_id);
+  v1::StepResponse response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "Step", &v1::OptimizerService::Stub::Step, request, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::OptimizerInfo> Client::SetHyperparameters(
+    const std::string& worker, uint64_t optimizer_id,
+    const HyperparameterMap& changes) {
+  v1::SetHyperparametersRequest request;
+  request.set_optimizer_id(optimizer_id);
+  for (const auto& [name, value] : changes) {
+    (*request.mutable_hyperparameters())[name] = value;
+  }
+  v1::OptimizerInfo response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "SetHyperparameters",
+      &v1::OptimizerService::Stub::SetHyperparameters, request, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::OptimizerStateDict> Client::GetStateDict(
+    const std::string& worker, uint64_t optimizer_id) {
+  v1::GetStateDictRequest request;
+  request.set_optimizer_id(optimizer_id);
+  v1::OptimizerStateDict response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "GetStateDict", &v1::OptimizerService::Stub::GetStateDict,
+      request, &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status Client::LoadStateDict(const std::string& worker,
+                                   uint64_t optimizer_id,
+                                   const v1::OptimizerStateDict& state_dict) {
+  v1::LoadStateDictRequest request;
+  request.set_optimizer_id(optimizer_id);
+  *request.mutable_state_dict() = state_dict;
+  v1::LoadStateDictResponse response;
+  return CallUnary<v1::OptimizerService>(
+      worker, "LoadStateDict", &v1::OptimizerService::Stub::LoadStateDict,
+      request, &response);
+}
+
+absl::StatusOr<v1::OptimizerInfo> Client::DeleteOptimizer(
+    const std::string& worker, uint64_t optimizer_id) {
+  v1::DeleteOptimizerRequest request;
+  request.set_optimizer_id(optimizer_id);
+  v1::OptimizerInfo response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "DeleteOptimizer", &v1::OptimizerService::Stub::DeleteOptimizer,
+      request, &response);
+  if (!status.ok()) return status;
+  return response;
+}
 
 std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
   absl::MutexLock lock(&mutex_);

@@ -9,21 +9,26 @@
 #ifndef DISTOPT_CLIENT_CLIENT_H_
 #define DISTOPT_CLIENT_CLIENT_H_
 
+#include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/hyperparameters.h"
 #include "client/initializers.h"
 #include "client/remote_parameter.h"
 #include "common/parameter_info.h"
 #include "common/tensor.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 
@@ -90,6 +95,46 @@ class Client {
   absl::StatusOr<ParameterInfo> DeleteParameter(
       const RemoteParameter& parameter);
 
+  // --- Distributed autograd contexts (see DistAutogradContext).
+
+  // A fresh context id: this client's 16-bit id above a 48-bit counter.
+  uint64_t NewContextId();
+  // Whether `context_id` came from NewContextId and is not yet released.
+  bool OwnsContext(uint64_t context_id) const;
+
+  // Adds gradients to `context_id` on `worker`: parameter id -> host tensor
+  // of the parameter's dtype and shape. All or nothing on the worker.
+  absl::Status AccumulateGradients(
+      const std::string& worker, uint64_t context_id,
+      const std::vector<std::pair<uint64_t, Tensor>>& gradients);
+  // The context's gradients on `worker`, by parameter id (host tensors).
+  absl::StatusOr<std::map<uint64_t, Tensor>> GetGradients(
+      const std::string& worker, uint64_t context_id);
+  // Frees the context on `worker`; false when the worker did not have it.
+  absl::StatusOr<bool> ReleaseContext(const std::string& worker,
+                                      uint64_t context_id);
+  // Forgets a context id from NewContextId (after releasing it everywhere).
+  void ForgetContext(uint64_t context_id);
+
+  // --- Optimizers on one worker (see DistributedOptimizer).
+
+  absl::StatusOr<v1::OptimizerInfo> CreateOptimizer(
+      const std::string& worker, const std::string& kind,
+      const HyperparameterMap& hyperparameters,
+      const std::vector<uint64_t>& parameter_ids);
+  absl::StatusOr<v1::StepResponse> Step(const std::string& worker,
+                                        uint64_t optimizer_id,
+                                        uint64_t context_id);
+  absl::StatusOr<v1::OptimizerInfo> SetHyperparameters(
+      const std::string& worker, uint64_t optimizer_id,
+      const HyperparameterMap& changes);
+  absl::StatusOr<v1::OptimizerStateDict> GetStateDict(const std::string& worker,
+                                                      uint64_t optimizer_id);
+  absl::Status LoadStateDict(const std::string& worker, uint64_t optimizer_id,
+                             const v1::OptimizerStateDict& state_dict);
+  absl::StatusOr<v1::OptimizerInfo> DeleteOptimizer(const std::string& worker,
+                                                    uint64_t optimizer_id);
+
   // The optimizer kinds `worker` runs, with their hyperparameters and
   // defaults.
   absl::StatusOr<std::vector<v1::OptimizerKindInfo>> ListOptimizerKinds(
@@ -113,7 +158,11 @@ class Client {
                          const Request& request, Response* response);
 
   const ClientOptions options_;
-  absl::Mutex mutex_;
+  // Random, so that trainers sharing workers rarely share context ids.
+  const uint64_t client_id_;
+  std::atomic<uint64_t> next_context_ = 1;
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_set<uint64_t> live_contexts_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mutex_);
 };

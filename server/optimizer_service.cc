@@ -1,5 +1,6 @@
 #include "server/optimizer_service.h"
 
+#include "common/grpc_status.h"
 #include "server/optim/state_dict_proto.h"
 
 namespace distopt {
@@ -12,6 +13,108 @@ grpc::Status OptimizerServiceImpl::ListOptimizerKinds(
     if (kind.ok()) OptimizerKindToProto(name, **kind, response->add_kinds());
   }
   return grpc::Status::OK;
+}
+
+}  // namespace distopt
+
+namespace distopt {
+namespace {
+
+void InfoToProto(const OptimizerInfo& info, v1::OptimizerInfo* proto) {
+  proto->set_id(info.id);
+  proto->set_kind(info.kind);
+  for (const auto& [name, value] : info.hyperparameters) {
+    (*proto->mutable_hyperparameters())[name] = HyperValueToProto(value);
+  }
+  proto->mutable_parameter_ids()->Assign(info.parameter_ids.begin(),
+                                         info.parameter_ids.end());
+  proto->set_steps(info.steps);
+  proto->set_device(info.device.ToString());
+}
+
+grpc::Status Reply(const absl::StatusOr<OptimizerInfo>& info,
+                   v1::OptimizerInfo* response) {
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  InfoToProto(*info, response);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status OptimizerServiceImpl::CreateOptimizer(
+    grpc::ServerContext*, const v1::CreateOptimizerRequest* request,
+    v1::OptimizerInfo* response) {
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> hyperparameters =
+      HyperparametersFromProto(request->hyperparameters(), "hyperparameters");
+  if (!hyperparameters.ok()) return ToGrpcStatus(hyperparameters.status());
+  return Reply(optimizers_->Create(request->kind(), *hyperparameters,
+                                   {request->parameter_ids().begin(),
+                                    request->parameter_ids().end()}),
+               response);
+}
+
+grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext*,
+                                        const v1::StepRequest* request,
+                                        v1::StepResponse* response) {
+  absl::StatusOr<StepResult> result =
+      optimizers_->Step(request->optimizer_id(), request->context_id());
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  response->set_applied(result->applied);
+  response->set_stepped_parameters(result->stepped_parameters);
+  response->set_skipped_parameters(result->skipped_parameters);
+  return grpc::Status::OK;
+}
+
+grpc::Status OptimizerServiceImpl::GetOptimizer(
+    grpc::ServerContext*, const v1::GetOptimizerRequest* request,
+    v1::OptimizerInfo* response) {
+  return Reply(optimizers_->Get(request->optimizer_id()), response);
+}
+
+grpc::Status OptimizerServiceImpl::ListOptimizers(
+    grpc::ServerContext*, const v1::ListOptimizersRequest*,
+    v1::ListOptimizersResponse* response) {
+  for (const OptimizerInfo& info : optimizers_->List()) {
+    InfoToProto(info, response->add_optimizers());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status OptimizerServiceImpl::SetHyperparameters(
+    grpc::ServerContext*, const v1::SetHyperparametersRequest* request,
+    v1::OptimizerInfo* response) {
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> changes =
+      HyperparametersFromProto(request->hyperparameters(), "hyperparameters");
+  if (!changes.ok()) return ToGrpcStatus(changes.status());
+  return Reply(
+      optimizers_->SetHyperparameters(request->optimizer_id(), *changes),
+      response);
+}
+
+grpc::Status OptimizerServiceImpl::GetStateDict(
+    grpc::ServerContext*, const v1::GetStateDictRequest* request,
+    v1::OptimizerStateDict* response) {
+  absl::StatusOr<OptimizerStateDict> dict =
+      optimizers_->GetStateDict(request->optimizer_id());
+  if (!dict.ok()) return ToGrpcStatus(dict.status());
+  StateDictToProto(*dict, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status OptimizerServiceImpl::LoadStateDict(
+    grpc::ServerContext*, const v1::LoadStateDictRequest* request,
+    v1::LoadStateDictResponse*) {
+  absl::StatusOr<OptimizerStateDict> dict =
+      StateDictFromProto(request->state_dict());
+  if (!dict.ok()) return ToGrpcStatus(dict.status());
+  return ToGrpcStatus(
+      optimizers_->LoadStateDict(request->optimizer_id(), *dict));
+}
+
+grpc::Status OptimizerServiceImpl::DeleteOptimizer(
+    grpc::ServerContext*, const v1::DeleteOptimizerRequest* request,
+    v1::OptimizerInfo* response) {
+  return Reply(optimizers_->Delete(request->optimizer_id()), response);
 }
 
 }  // namespace distopt

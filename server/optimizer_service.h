@@ -1,26 +1,54 @@
-// distopt.v1.OptimizerService: for now the kinds of optimizer this daemon
-// runs, from its registry (built-ins and plugins).
+// distopt.v1.OptimizerService: the kinds of optimizer this daemon runs
+// (its registry: built-ins and plugins) and the optimizers over its
+// parameters (OptimizerTable). Holds no state of its own.
 #ifndef DISTOPT_SERVER_OPTIMIZER_SERVICE_H_
 #define DISTOPT_SERVER_OPTIMIZER_SERVICE_H_
 
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "server/optim/registry.h"
+#include "server/optimizer_table.h"
 
 namespace distopt {
 
 class OptimizerServiceImpl final : public v1::OptimizerService::Service {
  public:
-  // `registry` must outlive the service.
-  explicit OptimizerServiceImpl(const OptimizerRegistry* registry)
-      : registry_(registry) {}
+  // Both must outlive the service.
+  OptimizerServiceImpl(const OptimizerRegistry* registry,
+                       OptimizerTable* optimizers)
+      : registry_(registry), optimizers_(optimizers) {}
 
   grpc::Status ListOptimizerKinds(
       grpc::ServerContext* context,
       const v1::ListOptimizerKindsRequest* request,
       v1::ListOptimizerKindsResponse* response) override;
+  grpc::Status CreateOptimizer(grpc::ServerContext* context,
+                               const v1::CreateOptimizerRequest* request,
+                               v1::OptimizerInfo* response) override;
+  grpc::Status Step(grpc::ServerContext* context,
+                    const v1::StepRequest* request,
+                    v1::StepResponse* response) override;
+  grpc::Status GetOptimizer(grpc::ServerContext* context,
+                            const v1::GetOptimizerRequest* request,
+                            v1::OptimizerInfo* response) override;
+  grpc::Status ListOptimizers(grpc::ServerContext* context,
+                              const v1::ListOptimizersRequest* request,
+                              v1::ListOptimizersResponse* response) override;
+  grpc::Status SetHyperparameters(grpc::ServerContext* context,
+                                  const v1::SetHyperparametersRequest* request,
+                                  v1::OptimizerInfo* response) override;
+  grpc::Status GetStateDict(grpc::ServerContext* context,
+                            const v1::GetStateDictRequest* request,
+                            v1::OptimizerStateDict* response) override;
+  grpc::Status LoadStateDict(grpc::ServerContext* context,
+                             const v1::LoadStateDictRequest* request,
+                             v1::LoadStateDictResponse* response) override;
+  grpc::Status DeleteOptimizer(grpc::ServerContext* context,
+                               const v1::DeleteOptimizerRequest* request,
+                               v1::OptimizerInfo* response) override;
 
  private:
   const OptimizerRegistry* const registry_;
+  OptimizerTable* const optimizers_;
 };
 
 }  // namespace distopt

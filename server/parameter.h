@@ -63,9 +63,7 @@ class Parameter {
   Tensor& values_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return values_;
   }
-  void BumpVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    ++version_;
-  }
+  void BumpVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { ++version_; }
   bool deleted_locked() const ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
     return deleted_;
   }

@@ -83,6 +83,9 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         "--auth_token_file: expected --tls_cert_file and --tls_key_file too: "
         "a bearer token must not travel in clear text");
   }
+  if (options.context_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--context_ttl: expected a duration > 0");
+  }
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--shutdown_grace: expected a duration >= 0");

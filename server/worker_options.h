@@ -34,6 +34,10 @@ struct WorkerOptions {
   // Shared libraries that add optimizer kinds (server/optim/plugin_api.h).
   std::vector<std::string> optimizer_plugins;
 
+  // Autograd contexts idle longer than this are collected (a trainer that
+  // crashed never releases its contexts).
+  absl::Duration context_ttl = absl::Minutes(30);
+
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;

@@ -1,5 +1,6 @@
 #include "server/worker_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
+    "distopt.v1.AutogradService",
     "distopt.v1.OptimizerService",
     "distopt.v1.ParameterService",
 };
@@ -30,8 +32,11 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       budget_(options.max_tensor_bytes, options.max_total_bytes),
       parameters_(std::move(backend), &budget_),
       optimizer_kinds_(OptimizerRegistry::WithBuiltins()),
+      contexts_(options.context_ttl),
+      optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
       parameter_service_(&parameters_),
-      optimizer_service_(optimizer_kinds_.get()),
+      autograd_service_(&contexts_, &parameters_),
+      optimizer_service_(optimizer_kinds_.get(), &optimizers_),
       health_service_(&health_) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
@@ -77,6 +82,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.AddListeningPort(options.listen, *credentials, &worker->port_);
   builder.RegisterService(&worker->parameter_service_);
   builder.RegisterService(&worker->optimizer_service_);
+  builder.RegisterService(&worker->autograd_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {
@@ -87,6 +93,14 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   worker->address_ = absl::StrCat(host, ":", worker->port_);
+  WorkerServer* self = worker.get();
+  worker->context_collector_ = std::thread([self] {
+    const absl::Duration period =
+        std::min(absl::Seconds(10), self->contexts_.time_to_live() / 4);
+    while (!self->stopping_.WaitForNotificationWithTimeout(period)) {
+      self->contexts_.CollectIdle(absl::Now());
+    }
+  });
   worker->health_.SetAll(HealthCheckResponse::SERVING);
   return worker;
 }
@@ -100,6 +114,8 @@ absl::Status WorkerServer::Shutdown() {
   health_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  stopping_.Notify();
+  context_collector_.join();
   // No call is in flight any more: the values are final.
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
   absl::StatusOr<size_t> saved =

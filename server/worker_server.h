@@ -11,13 +11,18 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "grpcpp/server.h"
+#include "server/autograd/context_table.h"
+#include "server/autograd_service.h"
 #include "server/health_service.h"
 #include "server/memory_budget.h"
 #include "server/optim/registry.h"
 #include "server/optimizer_service.h"
+#include "server/optimizer_table.h"
 #include "server/parameter_service.h"
 #include "server/parameter_store.h"
 #include "server/worker_options.h"
@@ -60,9 +65,15 @@ class WorkerServer {
   MemoryBudget budget_;
   ParameterStore parameters_;
   std::unique_ptr<OptimizerRegistry> optimizer_kinds_;
+  ContextTable contexts_;
+  OptimizerTable optimizers_;
   HealthState health_;
   ParameterServiceImpl parameter_service_;
+  AutogradServiceImpl autograd_service_;
   OptimizerServiceImpl optimizer_service_;
+  // Collects idle contexts until stopping_ is notified.
+  absl::Notification stopping_;
+  std::thread context_collector_;
   HealthServiceImpl health_service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

@@ -1,0 +1,39 @@
+// distopt.v1.AutogradService: translates between the wire messages and the
+// ContextTable. Holds no state of its own.
+#ifndef DISTOPT_SERVER_AUTOGRAD_SERVICE_H_
+#define DISTOPT_SERVER_AUTOGRAD_SERVICE_H_
+
+#include "proto/distopt/v1/autograd.grpc.pb.h"
+#include "server/autograd/context_table.h"
+#include "server/parameter_store.h"
+
+namespace distopt {
+
+class AutogradServiceImpl final : public v1::AutogradService::Service {
+ public:
+  // Both must outlive the service.
+  AutogradServiceImpl(ContextTable* contexts, ParameterStore* parameters)
+      : contexts_(contexts), parameters_(parameters) {}
+
+  grpc::Status AccumulateGradients(
+      grpc::ServerContext* context,
+      const v1::AccumulateGradientsRequest* request,
+      v1::AccumulateGradientsResponse* response) override;
+  grpc::Status GetGradients(grpc::ServerContext* context,
+                            const v1::GetGradientsRequest* request,
+                            v1::GetGradientsResponse* response) override;
+  grpc::Status ReleaseContext(grpc::ServerContext* context,
+                              const v1::ReleaseContextRequest* request,
+                              v1::ReleaseContextResponse* response) override;
+  grpc::Status ListContexts(grpc::ServerContext* context,
+                            const v1::ListContextsRequest* request,
+                            v1::ListContextsResponse* response) override;
+
+ private:
+  ContextTable* const contexts_;
+  ParameterStore* const parameters_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_AUTOGRAD_SERVICE_H_

@@ -1,0 +1,226 @@
+// DistributedOptimizer and autograd contexts across two real daemons.
+#include "client/distributed_optimizer.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "client/dist_autograd_context.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "server/optim/functional_optimizer.h"
+#include "server/optim/registry.h"
+#include "tests/worker_fixture.h"
+
+namespace distopt {
+namespace {
+
+using ::distopt::testing::Ramp;
+using ::distopt::testing::SameBytes;
+using ::distopt::testing::StartWorkerOrDie;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A deterministic gradient for parameter `p` at step `s`.
+Tensor Gradient(const Shape& shape, int p, int s) {
+  Tensor g = *Tensor::AllocateHost(DType::kFloat32, shape);
+  float* values = static_cast<float*>(g.data());
+  for (int64_t i = 0; i < g.num_elements(); ++i) {
+    values[i] = static_cast<float>(std::sin(0.7 * i + 1.3 * p + 2.1 * s));
+  }
+  return g;
+}
+
+std::vector<v1::ContextInfo> Contexts(Client& client,
+                                      const std::string& worker) {
+  auto stub = v1::AutogradService::NewStub(client.Channel(worker));
+  grpc::ClientContext context;
+  v1::ListContextsRequest request;
+  v1::ListContextsResponse response;
+  EXPECT_TRUE(stub->ListContexts(&context, request, &response).ok());
+  return {response.contexts().begin(), response.contexts().end()};
+}
+
+class DistributedOptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = StartWorkerOrDie();
+    b_ = StartWorkerOrDie();
+    ASSERT_TRUE(a_ != nullptr && b_ != nullptr);
+  }
+  void TearDown() override { client_.reset(); }
+
+  std::unique_ptr<LocalWorker> a_;
+  std::unique_ptr<LocalWorker> b_;
+  std::unique_ptr<Client> client_ = std::make_unique<Client>();
+};
+
+TEST_F(DistributedOptimizerTest, MatchesALocalOptimizerFedTheSameGradients) {
+  const std::vector<Shape> shapes = {{4, 3}, {5}, {}};
+  std::vector<Tensor> initial = {Ramp({4, 3}, 0.5f, 0.1f), Ramp({5}, -1, 0.3f),
+                                 Ramp({}, 2)};
+  std::vector<RemoteParameter> remote = {
+      *client_->CreateParameterFrom(a_->address(), "w1", initial[0]),
+      *client_->CreateParameterFrom(b_->address(), "w2", initial[1]),
+      *client_->CreateParameterFrom(b_->address(), "bias", initial[2])};
+  const HyperparameterMap hyper = {{"lr", hyper::Number(0.05)},
+                                   {"amsgrad", hyper::Flag(true)}};
+  absl::StatusOr<std::unique_ptr<DistributedOptimizer>> optimizer =
+      DistributedOptimizer::Create(client_.get(), "adam", remote, hyper);
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  ASSERT_EQ((*optimizer)->owners().size(), 2u);
+  EXPECT_EQ((*optimizer)->owners()[0].worker, a_->address());
+  EXPECT_THAT((*optimizer)->owners()[1].parameter_ids,
+              ElementsAre(remote[1].id, remote[2].id));
+
+  // The reference: one local optimizer over the same parameters.
+  auto registry = OptimizerRegistry::WithBuiltins();
+  auto local = *FunctionalOptimizer::Create(*registry->Find("adam"),
+                                            {{"lr", 0.05}, {"amsgrad", true}},
+                                            {{DType::kFloat32, shapes[0]},
+                                             {DType::kFloat32, shapes[1]},
+                                             {DType::kFloat32, shapes[2]}});
+
+  for (int s = 0; s < 5; ++s) {
+    DistAutogradContext context(client_.get());
+    std::vector<std::pair<RemoteParameter, Tensor>> pushes;
+    std::vector<Tensor> grads;
+    for (int p = 0; p < 3; ++p) {
+      grads.push_back(Gradient(shapes[p], p, s));
+      // Parameter 2 gets no gradient on odd steps: skipped there.
+      if (p == 2 && s % 2 == 1) continue;
+      pushes.emplace_back(remote[p], grads.back());
+    }
+    ASSERT_TRUE(context.AccumulateGradients(pushes).ok());
+    ASSERT_TRUE((*optimizer)->Step(context.id()).ok());
+    std::vector<Tensor*> params = {&initial[0], &initial[1], &initial[2]};
+    ASSERT_TRUE(local
+                    ->Step(params, {&grads[0], &grads[1],
+                                    s % 2 == 1 ? nullptr : &grads[2]})
+                    .ok());
+  }
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_TRUE(SameBytes(*client_->ReadParameter(remote[p]), initial[p]))
+        << "parameter " << p;
+  }
+}
+
+TEST_F(DistributedOptimizerTest, ContextsAccumulateAndAreReleasedEverywhere) {
+  RemoteParameter w =
+      *client_->CreateParameterFrom(a_->address(), "w", Ramp({3}));
+  RemoteParameter v =
+      *client_->CreateParameterFrom(b_->address(), "v", Ramp({2}));
+  {
+    DistAutogradContext context(client_.get());
+    ASSERT_TRUE(
+        context.AccumulateGradients({{w, Ramp({3}, 1)}, {v, Ramp({2})}}).ok());
+    ASSERT_TRUE(context.AccumulateGradients({{w, Ramp({3}, 1)}}).ok());
+    absl::StatusOr<std::map<uint64_t, Tensor>> gradients =
+        client_->GetGradients(a_->address(), context.id());
+    ASSERT_TRUE(gradients.ok());
+    EXPECT_THAT(gradients->at(w.id).host_span<float>(),
+                ElementsAre(2.0f, 4.0f, 6.0f));  // Two pushes add up.
+    EXPECT_EQ(Contexts(*client_, a_->address()).size(), 1u);
+    EXPECT_EQ(Contexts(*client_, b_->address()).size(), 1u);
+    EXPECT_EQ(Contexts(*client_, a_->address())[0].bytes(), 12);
+  }
+  EXPECT_TRUE(Contexts(*client_, a_->address()).empty());
+  EXPECT_TRUE(Contexts(*client_, b_->address()).empty());
+  // Releasing an unknown context is a no-op.
+  absl::StatusOr<bool> released = client_->ReleaseContext(a_->address(), 99);
+  ASSERT_TRUE(released.ok());
+  EXPECT_FALSE(*released);
+}
+
+TEST_F(DistributedOptimizerTest, BadGradientsChangeNothing) {
+  RemoteParameter w =
+      *client_->CreateParameterFrom(a_->address(), "w", Ramp({3}));
+  const uint64_t context = client_->NewContextId();
+  absl::Status status = client_->AccumulateGradients(
+      a_->address(), context, {{w.id, Ramp({3})}, {w.id + 100, Ramp({3})}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("gradients[1].parameter_id"));
+  status =
+      client_->AccumulateGradients(a_->address(), context, {{w.id, Ramp({4})}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("expected float32[3]"));
+  EXPECT_EQ(client_->AccumulateGradients(a_->address(), 0, {{w.id, Ramp({3})}})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // None of it created the context or added anything.
+  EXPECT_EQ(client_->GetGradients(a_->address(), context).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(DistributedOptimizerTest, StepRefusesAContextTheClientDoesNotHold) {
+  RemoteParameter w =
+      *client_->CreateParameterFrom(a_->address(), "w", Ramp({3}));
+  auto optimizer = *DistributedOptimizer::Create(client_.get(), "sgd", {w});
+  absl::Status status = optimizer->Step(12345);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("not a live autograd context"));
+}
+
+TEST_F(DistributedOptimizerTest, AFailedWorkerIsNamedWithTheOnesThatApplied) {
+  RemoteParameter w =
+      *client_->CreateParameterFrom(a_->address(), "w", Ramp({3}));
+  RemoteParameter v =
+      *client_->CreateParameterFrom(b_->address(), "v", Ramp({3}));
+  auto optimizer = *DistributedOptimizer::Create(client_.get(), "sgd", {w, v},
+                                                 {{"lr", hyper::Number(1.0)}});
+  DistAutogradContext context(client_.get());
+  ASSERT_TRUE(
+      context.AccumulateGradients({{w, Ramp({3}, 1, 0)}, {v, Ramp({3}, 1, 0)}})
+          .ok());
+  const std::string lost = b_->address();
+  ASSERT_TRUE(b_->Stop().ok());
+  absl::Status status = optimizer->Step(context.id());
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr(lost));
+  EXPECT_THAT(status.message(), HasSubstr("Applied on: " + a_->address()));
+  // The surviving worker did apply it.
+  EXPECT_THAT(client_->ReadParameter(w)->host_span<float>(),
+              ElementsAre(-1.0f, 0.0f, 1.0f));
+}
+
+TEST_F(DistributedOptimizerTest, AFailedCreationLeavesNoOptimizerBehind) {
+  RemoteParameter w =
+      *client_->CreateParameterFrom(a_->address(), "w", Ramp({3}));
+  const RemoteParameter missing{b_->address(), 4242};
+  absl::StatusOr<std::unique_ptr<DistributedOptimizer>> optimizer =
+      DistributedOptimizer::Create(client_.get(), "adam", {w, missing});
+  EXPECT_EQ(optimizer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(optimizer.status().message(), HasSubstr(b_->address()));
+  auto stub = v1::OptimizerService::NewStub(client_->Channel(a_->address()));
+  grpc::ClientContext context;
+  v1::ListOptimizersResponse listed;
+  ASSERT_TRUE(
+      stub->ListOptimizers(&context, v1::ListOptimizersRequest(), &listed)
+          .ok());
+  EXPECT_EQ(listed.optimizers_size(), 0);
+}
+
+TEST(ContextTtlTest, AnAbandonedContextIsCollected) {
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie({"--context_ttl=1s"});
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  RemoteParameter w =
+      *client.CreateParameterFrom(worker->address(), "w", Ramp({3}));
+  // A trainer that pushes gradients and then "crashes" without releasing.
+  ASSERT_TRUE(client
+                  .AccumulateGradients(worker->address(), client.NewContextId(),
+                                       {{w.id, Ramp({3})}})
+                  .ok());
+  EXPECT_EQ(Contexts(client, worker->address()).size(), 1u);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!Contexts(client, worker->address()).empty() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(Contexts(client, worker->address()).empty());
+}
+
+}  // namespace
+}  // namespace distopt
