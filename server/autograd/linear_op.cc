@@ -1,0 +1,129 @@
+// linear: y = x W^T + b, as torch.nn.functional.linear, with OpenBLAS.
+// Inputs: x [N, in] float32. Parameters: W [out, in], optionally b [out].
+#include <cblas.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "server/autograd/op_registry.h"
+
+namespace distopt {
+namespace {
+
+absl::Status RequireFloat32(const Tensor& t, absl::string_view field) {
+  if (t.dtype() == DType::kFloat32 && t.device().is_cpu()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": ", t.DebugString(), "; linear expects float32 on cpu"));
+}
+
+class LinearOp : public AutogradOp {
+ public:
+  absl::StatusOr<std::vector<Tensor>> Forward(
+      absl::Span<const Tensor> inputs, absl::Span<const Tensor* const> params,
+      std::vector<Tensor>* saved) const override {
+    if (inputs.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs: ", inputs.size(), " tensors; linear expects 1 (x)"));
+    }
+    if (params.size() != 1 && params.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter_ids: ", params.size(),
+                       " parameters; linear expects weight and optional bias"));
+    }
+    const Tensor& x = inputs[0];
+    const Tensor& w = *params[0];
+    absl::Status status = RequireFloat32(x, "inputs[0]");
+    if (status.ok()) status = RequireFloat32(w, "parameter_ids[0]");
+    if (!status.ok()) return status;
+    if (w.shape().size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter_ids[0]: weight ", ShapeToString(w.shape()),
+                       "; expected [out_features, in_features]"));
+    }
+    const int64_t out = w.shape()[0];
+    const int64_t in = w.shape()[1];
+    if (x.shape().size() != 2 || x.shape()[1] != in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inputs[0]: x ", ShapeToString(x.shape()),
+                       "; expected [N, ", in, "]"));
+    }
+    if (params.size() == 2) {
+      status = RequireFloat32(*params[1], "parameter_ids[1]");
+      if (!status.ok()) return status;
+      if (params[1]->shape() != Shape{out}) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter_ids[1]: bias ", ShapeToString(params[1]->shape()),
+            "; expected [", out, "]"));
+      }
+    }
+    const int64_t n = x.shape()[0];
+    absl::StatusOr<Tensor> y = Tensor::AllocateHost(DType::kFloat32, {n, out});
+    if (!y.ok()) return y.status();
+    float* yv = static_cast<float*>(y->data());
+    if (n > 0 && out > 0) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f,
+                  static_cast<const float*>(x.data()), in,
+                  static_cast<const float*>(w.data()), in, 0.0f, yv, out);
+      if (params.size() == 2) {
+        const float* b = static_cast<const float*>(params[1]->data());
+        for (int64_t r = 0; r < n; ++r) {
+          for (int64_t c = 0; c < out; ++c) yv[r * out + c] += b[c];
+        }
+      }
+    }
+    saved->push_back(x);
+    return std::vector<Tensor>{*std::move(y)};
+  }
+
+  absl::StatusOr<OpGradients> Backward(
+      absl::Span<const Tensor> saved, absl::Span<const Tensor* const> params,
+      absl::Span<const Tensor> output_gradients) const override {
+    const Tensor& x = saved[0];
+    const Tensor& w = *params[0];
+    const Tensor& dy = output_gradients[0];
+    const int64_t n = x.shape()[0];
+    const int64_t in = x.shape()[1];
+    const int64_t out = w.shape()[0];
+    absl::StatusOr<Tensor> dx = Tensor::AllocateHost(DType::kFloat32, {n, in});
+    absl::StatusOr<Tensor> dw =
+        Tensor::AllocateHost(DType::kFloat32, {out, in});
+    if (!dx.ok()) return dx.status();
+    if (!dw.ok()) return dw.status();
+    const float* dyv = static_cast<const float*>(dy.data());
+    std::memset(dx->data(), 0, dx->byte_size());
+    std::memset(dw->data(), 0, dw->byte_size());
+    if (n > 0 && in > 0 && out > 0) {
+      // dx = dy W;  dW = dy^T x.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f,
+                  dyv, out, static_cast<const float*>(w.data()), in, 0.0f,
+                  static_cast<float*>(dx->data()), in);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f,
+                  dyv, out, static_cast<const float*>(x.data()), in, 0.0f,
+                  static_cast<float*>(dw->data()), in);
+    }
+    OpGradients gradients;
+    gradients.inputs.push_back(*std::move(dx));
+    gradients.parameters.push_back({*std::move(dw), {}, Tensor()});
+    if (params.size() == 2) {
+      absl::StatusOr<Tensor> db = Tensor::AllocateHost(DType::kFloat32, {out});
+      if (!db.ok()) return db.status();
+      float* dbv = static_cast<float*>(db->data());
+      for (int64_t c = 0; c < out; ++c) dbv[c] = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < out; ++c) dbv[c] += dyv[r * out + c];
+      }
+      gradients.parameters.push_back({*std::move(db), {}, Tensor()});
+    }
+    return gradients;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AutogradOp> MakeLinearOp() {
+  return std::make_unique<LinearOp>();
+}
+
+}  // namespace distopt

@@ -1,0 +1,149 @@
+// linear and embedding: forward values, and backward against the analytic
+// formula and central finite differences.
+#include <cmath>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/autograd/op_registry.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor Random(const Shape& shape, std::mt19937& rng) {
+  Tensor t = *Tensor::AllocateHost(DType::kFloat32, shape);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (float& x : t.host_span<float>()) x = uniform(rng);
+  return t;
+}
+
+// L = sum(linear(x, W, b) * r): dL/dy = r.
+double Loss(const AutogradOp& op, const Tensor& x, const Tensor& w,
+            const Tensor& b, const Tensor& r) {
+  std::vector<Tensor> saved;
+  std::vector<Tensor> y = *op.Forward({x}, {&w, &b}, &saved);
+  double loss = 0;
+  for (int64_t i = 0; i < r.num_elements(); ++i) {
+    loss += static_cast<double>(y[0].host_span<float>()[i]) *
+            r.host_span<float>()[i];
+  }
+  return loss;
+}
+
+TEST(LinearOpTest, ForwardAndBackwardMatchFormulaAndFiniteDifferences) {
+  OpRegistry registry;
+  const AutogradOp& linear = **registry.Find("linear");
+  std::mt19937 rng(7);
+  const int64_t n = 5, in = 4, out = 3;
+  Tensor x = Random({n, in}, rng);
+  Tensor w = Random({out, in}, rng);
+  Tensor b = Random({out}, rng);
+  Tensor r = Random({n, out}, rng);
+
+  std::vector<Tensor> saved;
+  std::vector<Tensor> y = *linear.Forward({x}, {&w, &b}, &saved);
+  const float* X = x.host_span<float>().data();
+  const float* W = w.host_span<float>().data();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t o = 0; o < out; ++o) {
+      double expected = b.host_span<float>()[o];
+      for (int64_t k = 0; k < in; ++k)
+        expected += X[i * in + k] * W[o * in + k];
+      EXPECT_NEAR(y[0].host_span<float>()[i * out + o], expected, 1e-5);
+    }
+  }
+
+  OpGradients g = *linear.Backward(saved, {&w, &b}, {r});
+  const float* R = r.host_span<float>().data();
+  // Analytic: dx = r W, dW = r^T x, db = column sums of r.
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < in; ++k) {
+      double expected = 0;
+      for (int64_t o = 0; o < out; ++o)
+        expected += R[i * out + o] * W[o * in + k];
+      EXPECT_NEAR(g.inputs[0]->host_span<float>()[i * in + k], expected, 1e-5);
+    }
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    double db = 0;
+    for (int64_t i = 0; i < n; ++i) db += R[i * out + o];
+    EXPECT_NEAR(g.parameters[1].dense->host_span<float>()[o], db, 1e-5);
+    for (int64_t k = 0; k < in; ++k) {
+      double expected = 0;
+      for (int64_t i = 0; i < n; ++i)
+        expected += R[i * out + o] * X[i * in + k];
+      EXPECT_NEAR(g.parameters[0].dense->host_span<float>()[o * in + k],
+                  expected, 1e-5);
+    }
+  }
+  // Finite differences on every element of W, b and x.
+  const float h = 1e-2f;
+  auto check = [&](Tensor& t, const Tensor& gradient) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      float& v = t.host_span<float>()[i];
+      const float saved_value = v;
+      v = saved_value + h;
+      const double up = Loss(linear, x, w, b, r);
+      v = saved_value - h;
+      const double down = Loss(linear, x, w, b, r);
+      v = saved_value;
+      EXPECT_NEAR(gradient.host_span<float>()[i], (up - down) / (2 * h), 2e-3);
+    }
+  };
+  check(w, *g.parameters[0].dense);
+  check(b, *g.parameters[1].dense);
+  check(x, *g.inputs[0]);
+}
+
+TEST(LinearOpTest, RejectsMismatchedShapes) {
+  OpRegistry registry;
+  const AutogradOp& linear = **registry.Find("linear");
+  std::mt19937 rng(1);
+  Tensor x = Random({2, 5}, rng);
+  Tensor w = Random({3, 4}, rng);
+  std::vector<Tensor> saved;
+  absl::StatusOr<std::vector<Tensor>> y = linear.Forward({x}, {&w}, &saved);
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(y.status().message(),
+              HasSubstr("inputs[0]: x [2, 5]; expected [N, 4]"));
+  EXPECT_THAT(registry.Find("conv2d").status().message(),
+              HasSubstr("expected one of embedding, linear"));
+}
+
+TEST(EmbeddingOpTest, LooksUpRowsAndGivesRowGradients) {
+  OpRegistry registry;
+  const AutogradOp& embedding = **registry.Find("embedding");
+  std::mt19937 rng(3);
+  Tensor table = Random({10, 4}, rng);
+  Tensor indices = *Tensor::AllocateHost(DType::kInt64, {2, 3});
+  const int64_t picks[6] = {7, 0, 7, 9, 2, 2};
+  for (int i = 0; i < 6; ++i) indices.host_span<int64_t>()[i] = picks[i];
+  std::vector<Tensor> saved;
+  std::vector<Tensor> out = *embedding.Forward({indices}, {&table}, &saved);
+  ASSERT_EQ(out[0].shape(), (Shape{2, 3, 4}));
+  for (int i = 0; i < 6; ++i) {
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(out[0].host_span<float>()[i * 4 + d],
+                table.host_span<float>()[picks[i] * 4 + d]);
+    }
+  }
+  Tensor dy = Random({2, 3, 4}, rng);
+  OpGradients g = *embedding.Backward(saved, {&table}, {dy});
+  EXPECT_FALSE(g.inputs[0].has_value());
+  EXPECT_THAT(g.parameters[0].rows, ::testing::ElementsAre(7, 0, 7, 9, 2, 2));
+  EXPECT_EQ(g.parameters[0].row_values.shape(), (Shape{6, 4}));
+
+  indices.host_span<int64_t>()[4] = 10;
+  std::vector<Tensor> unused;
+  absl::StatusOr<std::vector<Tensor>> bad =
+      embedding.Forward({indices}, {&table}, &unused);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      bad.status().message(),
+      HasSubstr("index 10 at position 4 is out of range; expected 0 to 9"));
+}
+
+}  // namespace
+}  // namespace distopt
