@@ -143,6 +143,65 @@ absl::StatusOr<std::map<uint64_t, Tensor>> Client::GetGradients(
   return gradients;
 }
 
+absl::StatusOr<Client::ForwardResult> Client::Forward(
+    const std::string& worker, uint64_t context_id, const std::string& op,
+    const std::vector<uint64_t>& parameter_ids,
+    const std::vector<Tensor>& inputs) {
+  v1::ForwardRequest request;
+  request.set_context_id(context_id);
+  request.set_op(op);
+  request.mutable_parameter_ids()->Assign(parameter_ids.begin(),
+                                          parameter_ids.end());
+  for (const Tensor& input : inputs) {
+    absl::Status host = RequireHost(input);
+    if (!host.ok()) return host;
+    TensorToProto(input, request.add_inputs());
+  }
+  v1::ForwardResponse response;
+  absl::Status status = CallUnary<v1::AutogradService>(
+      worker, "Forward", &v1::AutogradService::Stub::Forward, request,
+      &response);
+  if (!status.ok()) return status;
+  ForwardResult result;
+  result.forward_id = response.forward_id();
+  for (const v1::TensorProto& output : response.outputs()) {
+    absl::StatusOr<Tensor> tensor = TensorFromProto(output, "outputs");
+    if (!tensor.ok()) return tensor.status();
+    result.outputs.push_back(*std::move(tensor));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<std::optional<Tensor>>> Client::Backward(
+    const std::string& worker, uint64_t context_id, uint64_t forward_id,
+    const std::vector<Tensor>& output_gradients) {
+  v1::BackwardRequest request;
+  request.set_context_id(context_id);
+  request.set_forward_id(forward_id);
+  for (const Tensor& gradient : output_gradients) {
+    absl::Status host = RequireHost(gradient);
+    if (!host.ok()) return host;
+    TensorToProto(gradient, request.add_output_gradients());
+  }
+  v1::BackwardResponse response;
+  absl::Status status = CallUnary<v1::AutogradService>(
+      worker, "Backward", &v1::AutogradService::Stub::Backward, request,
+      &response);
+  if (!status.ok()) return status;
+  std::vector<std::optional<Tensor>> gradients;
+  for (const v1::InputGradient& input : response.input_gradients()) {
+    if (!input.defined()) {
+      gradients.push_back(std::nullopt);
+      continue;
+    }
+    absl::StatusOr<Tensor> tensor =
+        TensorFromProto(input.gradient(), "input_gradients");
+    if (!tensor.ok()) return tensor.status();
+    gradients.push_back(*std::move(tensor));
+  }
+  return gradients;
+}
+
 absl::StatusOr<bool> Client::ReleaseContext(const std::string& worker,
                                             uint64_t context_id) {
   v1::ReleaseContextRequest request;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,22 @@ class Client {
   // The context's gradients on `worker`, by parameter id (host tensors).
   absl::StatusOr<std::map<uint64_t, Tensor>> GetGradients(
       const std::string& worker, uint64_t context_id);
+  // Runs `op` on `worker` inside `context_id`: returns the outputs and the
+  // forward id that Backward takes.
+  struct ForwardResult {
+    uint64_t forward_id = 0;
+    std::vector<Tensor> outputs;
+  };
+  absl::StatusOr<ForwardResult> Forward(
+      const std::string& worker, uint64_t context_id, const std::string& op,
+      const std::vector<uint64_t>& parameter_ids,
+      const std::vector<Tensor>& inputs);
+  // Backward of a forward: the inputs' gradients (nullopt where an input
+  // has none); the parameters' gradients stay in the context on `worker`.
+  absl::StatusOr<std::vector<std::optional<Tensor>>> Backward(
+      const std::string& worker, uint64_t context_id, uint64_t forward_id,
+      const std::vector<Tensor>& output_gradients);
+
   // Frees the context on `worker`; false when the worker did not have it.
   absl::StatusOr<bool> ReleaseContext(const std::string& worker,
                                       uint64_t context_id);

@@ -7,8 +7,168 @@
 #include "common/cpu_backend.h"
 #include "common/grpc_status.h"
 #include "common/wire_tensor.h"
+#include "server/autograd/parameter_locks.h"
 
 namespace distopt {
+namespace {
+
+// The parameters a forward names: they exist, are distinct, and live on
+// the CPU (ops on GPU parameters come with the cuBLAS path).
+absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> OpParameters(
+    const ParameterStore& store,
+    const google::protobuf::RepeatedField<uint64_t>& ids) {
+  std::vector<std::shared_ptr<Parameter>> parameters;
+  for (int i = 0; i < ids.size(); ++i) {
+    for (int j = 0; j < i; ++j) {
+      if (ids[j] == ids[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter_ids[", i, "]: parameter ", ids[i],
+                         " is listed twice; expected each once"));
+      }
+    }
+    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
+        store.Find(ParameterKey::ById(ids[i]));
+    if (!parameter.ok()) {
+      return absl::NotFoundError(absl::StrCat(
+          "parameter_ids[", i, "]: no parameter with id ", ids[i]));
+    }
+    if (!(*parameter)->Info().device.is_cpu()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "parameter_ids[", i, "]: ops on ",
+          (*parameter)->Info().device.ToString(),
+          " parameters are not implemented yet; expected cpu parameters"));
+    }
+    parameters.push_back(*std::move(parameter));
+  }
+  return parameters;
+}
+
+}  // namespace
+
+grpc::Status AutogradServiceImpl::Forward(grpc::ServerContext*,
+                                          const v1::ForwardRequest* request,
+                                          v1::ForwardResponse* response) {
+  absl::Status status = ValidateContextId(request->context_id(), "context_id");
+  if (!status.ok()) return ToGrpcStatus(status);
+  absl::StatusOr<const AutogradOp*> op = ops_->Find(request->op());
+  if (!op.ok()) return ToGrpcStatus(op.status());
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
+      OpParameters(*parameters_, request->parameter_ids());
+  if (!parameters.ok()) return ToGrpcStatus(parameters.status());
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < request->inputs_size(); ++i) {
+    absl::StatusOr<Tensor> input =
+        TensorFromProto(request->inputs(i), absl::StrCat("inputs[", i, "]"));
+    if (!input.ok()) return ToGrpcStatus(input.status());
+    inputs.push_back(*std::move(input));
+  }
+  AutogradContext::ForwardRecord record;
+  record.op = request->op();
+  record.inputs = inputs.size();
+  absl::StatusOr<std::vector<Tensor>> outputs;
+  {
+    // Shared locks: a concurrent step cannot change the values mid-forward.
+    SharedParameterLocks locks(*parameters);
+    std::vector<const Tensor*> values;
+    for (const auto& parameter : *parameters) {
+      parameter->mutex().AssertReaderHeld();
+      values.push_back(&parameter->values_shared_locked());
+      record.parameter_ids.push_back(parameter->id());
+      record.parameter_versions.push_back(parameter->version_locked());
+    }
+    outputs = (*op)->Forward(inputs, values, &record.saved);
+  }
+  if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  for (const Tensor& output : *outputs) {
+    record.outputs.emplace_back(output.dtype(), output.shape());
+    TensorToProto(output, response->add_outputs());
+  }
+  response->set_forward_id(contexts_->GetOrCreate(request->context_id())
+                               ->AddForward(std::move(record)));
+  return grpc::Status::OK;
+}
+
+grpc::Status AutogradServiceImpl::Backward(grpc::ServerContext*,
+                                           const v1::BackwardRequest* request,
+                                           v1::BackwardResponse* response) {
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->Find(request->context_id());
+  if (!context.ok()) return ToGrpcStatus(context.status());
+  absl::StatusOr<std::shared_ptr<const AutogradContext::ForwardRecord>> record =
+      (*context)->Forward(request->forward_id());
+  if (!record.ok()) return ToGrpcStatus(record.status());
+  const AutogradContext::ForwardRecord& forward = **record;
+  if (request->output_gradients_size() !=
+      static_cast<int>(forward.outputs.size())) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "output_gradients: ", request->output_gradients_size(),
+        " tensors; expected ", forward.outputs.size(), " (one per output)")));
+  }
+  std::vector<Tensor> output_gradients;
+  for (int i = 0; i < request->output_gradients_size(); ++i) {
+    const std::string field = absl::StrCat("output_gradients[", i, "]");
+    absl::StatusOr<Tensor> gradient =
+        TensorFromProto(request->output_gradients(i), field);
+    if (!gradient.ok()) return ToGrpcStatus(gradient.status());
+    const auto& [dtype, shape] = forward.outputs[i];
+    if (gradient->dtype() != dtype || gradient->shape() != shape) {
+      return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", DTypeName(gradient->dtype()),
+          ShapeToString(gradient->shape()), "; expected ", DTypeName(dtype),
+          ShapeToString(shape), " as the output")));
+    }
+    output_gradients.push_back(*std::move(gradient));
+  }
+  google::protobuf::RepeatedField<uint64_t> ids;
+  ids.Add(forward.parameter_ids.begin(), forward.parameter_ids.end());
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
+      OpParameters(*parameters_, ids);
+  if (!parameters.ok()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        absl::StrCat("forward ", request->forward_id(), ": ",
+                     parameters.status().message())));
+  }
+  absl::StatusOr<OpGradients> gradients;
+  {
+    SharedParameterLocks locks(*parameters);
+    std::vector<const Tensor*> values;
+    for (size_t i = 0; i < parameters->size(); ++i) {
+      Parameter& parameter = *(*parameters)[i];
+      parameter.mutex().AssertReaderHeld();
+      if (parameter.version_locked() != forward.parameter_versions[i]) {
+        return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+            "forward_id: parameter ", parameter.id(), " (\"", parameter.name(),
+            "\") changed since forward ", request->forward_id(), " (version ",
+            forward.parameter_versions[i], " -> ", parameter.version_locked(),
+            "); expected backward before the step, as torch does")));
+      }
+      values.push_back(&parameter.values_shared_locked());
+    }
+    absl::StatusOr<const AutogradOp*> op = ops_->Find(forward.op);
+    if (!op.ok()) return ToGrpcStatus(op.status());
+    gradients = (*op)->Backward(forward.saved, values, output_gradients);
+  }
+  if (!gradients.ok()) return ToGrpcStatus(gradients.status());
+  for (size_t i = 0; i < parameters->size(); ++i) {
+    const OpParameterGradient& gradient = gradients->parameters[i];
+    const Parameter& parameter = *(*parameters)[i];
+    absl::Status status =
+        gradient.dense.has_value()
+            ? (*context)->Accumulate(parameter, *gradient.dense,
+                                     parameters_->backend(),
+                                     parameters_->budget())
+            : (*context)->AccumulateRows(
+                  parameter, gradient.rows, gradient.row_values,
+                  parameters_->backend(), parameters_->budget());
+    if (!status.ok()) return ToGrpcStatus(status);
+  }
+  for (const std::optional<Tensor>& input : gradients->inputs) {
+    v1::InputGradient* out = response->add_input_gradients();
+    out->set_defined(input.has_value());
+    if (input.has_value()) TensorToProto(*input, out->mutable_gradient());
+  }
+  return grpc::Status::OK;
+}
 
 grpc::Status AutogradServiceImpl::AccumulateGradients(
     grpc::ServerContext*, const v1::AccumulateGradientsRequest* request,

@@ -5,15 +5,24 @@
 
 #include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "server/autograd/context_table.h"
+#include "server/autograd/op_registry.h"
 #include "server/parameter_store.h"
 
 namespace distopt {
 
 class AutogradServiceImpl final : public v1::AutogradService::Service {
  public:
-  // Both must outlive the service.
-  AutogradServiceImpl(ContextTable* contexts, ParameterStore* parameters)
-      : contexts_(contexts), parameters_(parameters) {}
+  // All three must outlive the service.
+  AutogradServiceImpl(ContextTable* contexts, ParameterStore* parameters,
+                      const OpRegistry* ops)
+      : contexts_(contexts), parameters_(parameters), ops_(ops) {}
+
+  grpc::Status Forward(grpc::ServerContext* context,
+                       const v1::ForwardRequest* request,
+                       v1::ForwardResponse* response) override;
+  grpc::Status Backward(grpc::ServerContext* context,
+                        const v1::BackwardRequest* request,
+                        v1::BackwardResponse* response) override;
 
   grpc::Status AccumulateGradients(
       grpc::ServerContext* context,
@@ -32,6 +41,7 @@ class AutogradServiceImpl final : public v1::AutogradService::Service {
  private:
   ContextTable* const contexts_;
   ParameterStore* const parameters_;
+  const OpRegistry* const ops_;
 };
 
 }  // namespace distopt

@@ -67,6 +67,14 @@ class Parameter {
   bool deleted_locked() const ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
     return deleted_;
   }
+  // For forward passes, which hold mutex() shared.
+  const Tensor& values_shared_locked() const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+    return values_;
+  }
+  uint64_t version_locked() const ABSL_SHARED_LOCKS_REQUIRED(mutex_) {
+    return version_;
+  }
 
  private:
   const uint64_t id_;

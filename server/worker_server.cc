@@ -35,7 +35,7 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       contexts_(options.context_ttl),
       optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
       parameter_service_(&parameters_),
-      autograd_service_(&contexts_, &parameters_),
+      autograd_service_(&contexts_, &parameters_, &ops_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_),
       health_service_(&health_) {}
 

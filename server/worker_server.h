@@ -66,6 +66,7 @@ class WorkerServer {
   ParameterStore parameters_;
   std::unique_ptr<OptimizerRegistry> optimizer_kinds_;
   ContextTable contexts_;
+  OpRegistry ops_;
   OptimizerTable optimizers_;
   HealthState health_;
   ParameterServiceImpl parameter_service_;

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "client/dist_autograd_context.h"
+#include "client/layers.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -200,6 +202,94 @@ TEST_F(DistributedOptimizerTest, AFailedCreationLeavesNoOptimizerBehind) {
       stub->ListOptimizers(&context, v1::ListOptimizersRequest(), &listed)
           .ok());
   EXPECT_EQ(listed.optimizers_size(), 0);
+}
+
+TEST_F(DistributedOptimizerTest, EightTrainersStepOneOptimizerConcurrently) {
+  RemoteParameter w = *client_->CreateParameterFrom(
+      a_->address(), "w", *Tensor::AllocateHost(DType::kFloat32, {100}));
+  ASSERT_TRUE(client_->WriteParameter(w, Ramp({100}, 0, 0)).ok());
+  auto optimizer = *DistributedOptimizer::Create(client_.get(), "sgd", {w},
+                                                 {{"lr", hyper::Number(1.0)}});
+  std::vector<std::thread> trainers;
+  for (int t = 1; t <= 8; ++t) {
+    trainers.emplace_back([&, t] {
+      DistAutogradContext context(client_.get());
+      ASSERT_TRUE(context.AccumulateGradients({{w, Ramp({100}, t, 0)}}).ok());
+      ASSERT_TRUE(optimizer->Step(context.id()).ok());
+    });
+  }
+  for (std::thread& trainer : trainers) trainer.join();
+  // Every update landed once: 0 - (1 + ... + 8).
+  EXPECT_THAT(client_->ReadParameter(w)->host_span<float>(),
+              ::testing::Each(-36.0f));
+}
+
+TEST_F(DistributedOptimizerTest, RemoteLayersBackpropagateAndBackwardsAdd) {
+  auto linear = *RemoteLinear::Create(client_.get(), a_->address(), "fc", 3, 2,
+                                      /*seed=*/5);
+  auto embedding = *RemoteEmbedding::Create(client_.get(), b_->address(), "emb",
+                                            6, 3, /*seed=*/6);
+  Tensor indices = *Tensor::AllocateHost(DType::kInt64, {2});
+  indices.host_span<int64_t>()[0] = 4;
+  indices.host_span<int64_t>()[1] = 1;
+  auto gradients_after = [&](int passes) {
+    DistAutogradContext context(client_.get());
+    for (int pass = 0; pass < passes; ++pass) {
+      Variable rows = *embedding.Forward(context, indices);
+      Variable out = *linear.Forward(context, rows);
+      Tensor ones = *Tensor::AllocateHost(DType::kFloat32, {2, 2});
+      for (float& x : ones.host_span<float>()) x = 1.0f;
+      EXPECT_TRUE(context.Backward(out, ones).ok());
+    }
+    // Parameter ids are per worker: key by reference.
+    std::map<std::string, Tensor> all;
+    for (const std::string& worker : {a_->address(), b_->address()}) {
+      absl::StatusOr<std::map<uint64_t, Tensor>> gradients =
+          client_->GetGradients(worker, context.id());
+      EXPECT_TRUE(gradients.ok()) << gradients.status();
+      if (!gradients.ok()) continue;
+      for (auto& [id, gradient] : *gradients) {
+        all[RemoteParameter{worker, id}.ToString()] = gradient;
+      }
+    }
+    return all;
+  };
+  auto once = gradients_after(1);
+  auto twice = gradients_after(2);
+  ASSERT_EQ(once.size(), 3u);  // fc.weight, fc.bias, emb.weight.
+  for (const auto& [name, gradient] : once) {
+    const Tensor& doubled = twice.at(name);
+    for (int64_t i = 0; i < gradient.num_elements(); ++i) {
+      EXPECT_FLOAT_EQ(doubled.host_span<float>()[i],
+                      2 * gradient.host_span<float>()[i]);
+    }
+  }
+  // Only rows 4 and 1 of the embedding received a gradient.
+  const Tensor& table = once.at(embedding.parameters()[0].ToString());
+  for (int row = 0; row < 6; ++row) {
+    bool any = false;
+    for (int d = 0; d < 3; ++d)
+      any |= table.host_span<float>()[row * 3 + d] != 0;
+    EXPECT_EQ(any, row == 4 || row == 1) << "row " << row;
+  }
+  // The bias gradient of a sum over 2 rows is 2 per output.
+  EXPECT_THAT(once.at(linear.parameters()[1].ToString()).host_span<float>(),
+              ::testing::Each(2.0f));
+}
+
+TEST_F(DistributedOptimizerTest, BackwardAfterAStepIsRefused) {
+  auto linear = *RemoteLinear::Create(client_.get(), a_->address(), "fc", 2, 2,
+                                      /*seed=*/1);
+  auto optimizer =
+      *DistributedOptimizer::Create(client_.get(), "sgd", linear.parameters());
+  DistAutogradContext context(client_.get());
+  Variable out = *linear.Forward(context, {Ramp({1, 2}), -1});
+  Tensor g = Ramp({1, 2}, 1, 0);
+  ASSERT_TRUE(context.Backward(out, g).ok());
+  ASSERT_TRUE(optimizer->Step(context.id()).ok());
+  absl::Status late = context.Backward(out, g);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(late.message(), HasSubstr("changed since forward"));
 }
 
 TEST(ContextTtlTest, AnAbandonedContextIsCollected) {

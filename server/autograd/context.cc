@@ -39,6 +39,63 @@ absl::Status AutogradContext::Accumulate(
                       sum.num_elements());
 }
 
+absl::Status AutogradContext::AccumulateRows(
+    const Parameter& parameter, const std::vector<int64_t>& rows,
+    const Tensor& row_values, const std::shared_ptr<Backend>& backend,
+    MemoryBudget& budget) {
+  absl::MutexLock lock(&mutex_);
+  auto it = gradients_.find(parameter.id());
+  if (it == gradients_.end()) {
+    absl::StatusOr<Reservation> reservation =
+        budget.Reserve(parameter.byte_size(),
+                       absl::StrCat("gradient of parameter \"",
+                                    parameter.name(), "\" in context ", id_));
+    if (!reservation.ok()) return reservation.status();
+    absl::StatusOr<Tensor> zeros =
+        Tensor::Allocate(backend, parameter.dtype(), parameter.shape());
+    if (!zeros.ok()) return zeros.status();
+    absl::Status status = backend->Fill(zeros->data(), zeros->dtype(),
+                                        zeros->num_elements(), 0.0);
+    if (!status.ok()) return status;
+    it = gradients_
+             .emplace(parameter.id(), StoredGradient{*std::move(zeros),
+                                                     *std::move(reservation)})
+             .first;
+  }
+  Tensor& sum = it->second.values;
+  const size_t row_bytes =
+      row_values.byte_size() / std::max<size_t>(1, rows.size());
+  const size_t columns = row_bytes / ElementSize(sum.dtype());
+  absl::StatusOr<Tensor> staged = row_values.CloneTo(backend);
+  if (!staged.ok()) return staged.status();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    absl::Status status =
+        backend->Add(static_cast<char*>(sum.data()) + rows[r] * row_bytes,
+                     static_cast<const char*>(staged->data()) + r * row_bytes,
+                     sum.dtype(), columns);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+uint64_t AutogradContext::AddForward(ForwardRecord record) {
+  absl::MutexLock lock(&mutex_);
+  const uint64_t id = next_forward_++;
+  forwards_[id] = std::make_shared<const ForwardRecord>(std::move(record));
+  return id;
+}
+
+absl::StatusOr<std::shared_ptr<const AutogradContext::ForwardRecord>>
+AutogradContext::Forward(uint64_t forward_id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = forwards_.find(forward_id);
+  if (it == forwards_.end()) {
+    return absl::NotFoundError(absl::StrCat("forward_id: no forward ",
+                                            forward_id, " in context ", id_));
+  }
+  return it->second;
+}
+
 std::optional<Tensor> AutogradContext::Gradient(uint64_t parameter_id) const {
   absl::MutexLock lock(&mutex_);
   auto it = gradients_.find(parameter_id);

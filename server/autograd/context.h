@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -46,6 +48,30 @@ class AutogradContext {
                           const std::shared_ptr<Backend>& backend,
                           MemoryBudget& budget) ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // Adds `row_values` ([rows.size(), columns], host, the parameter's dtype)
+  // to rows `rows` of the parameter's gradient: only those rows are touched
+  // (the rest of a new gradient starts at zero). Rows were range-checked.
+  absl::Status AccumulateRows(const Parameter& parameter,
+                              const std::vector<int64_t>& rows,
+                              const Tensor& row_values,
+                              const std::shared_ptr<Backend>& backend,
+                              MemoryBudget& budget) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // What a forward keeps for its backward.
+  struct ForwardRecord {
+    std::string op;
+    std::vector<Tensor> saved;
+    std::vector<uint64_t> parameter_ids;
+    std::vector<uint64_t> parameter_versions;
+    std::vector<std::pair<DType, Shape>> outputs;
+    size_t inputs = 0;
+  };
+  // Stores a forward; returns its id (1, 2, ... within the context).
+  uint64_t AddForward(ForwardRecord record) ABSL_LOCKS_EXCLUDED(mutex_);
+  // NOT_FOUND naming `forward_id` when this context has no such forward.
+  absl::StatusOr<std::shared_ptr<const ForwardRecord>> Forward(
+      uint64_t forward_id) const ABSL_LOCKS_EXCLUDED(mutex_);
+
   // The parameter's gradient (sharing storage), or nullopt when it has none.
   std::optional<Tensor> Gradient(uint64_t parameter_id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -65,6 +91,9 @@ class AutogradContext {
   mutable absl::Mutex mutex_;
   absl::Time last_used_ ABSL_GUARDED_BY(mutex_);
   std::map<uint64_t, StoredGradient> gradients_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_forward_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, std::shared_ptr<const ForwardRecord>> forwards_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace distopt
