@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/wire_limits.h"
 #include "common/wire_parameter.h"
 #include "common/wire_tensor.h"
 #include "grpc/grpc.h"
@@ -21,8 +22,17 @@ namespace {
 // Values up to this size travel inside CreateParameter; the daemon returns
 // up to the same size inline from GetParameter.
 constexpr int64_t kInlineValueBytes = int64_t{3} << 20;
-// Room above the largest chunk or inline payload for the rest of a message.
-constexpr int kMaxMessageBytes = 8 << 20;
+// Tensor bytes in one unary request: refused beyond the shared limit with a
+// clear error rather than by gRPC's message size check.
+absl::Status CheckPayload(const std::vector<Tensor>& tensors,
+                          absl::string_view field) {
+  int64_t bytes = 0;
+  for (const Tensor& tensor : tensors) bytes += tensor.byte_size();
+  if (bytes <= kMaxTensorPayloadBytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      field, ": ", bytes, " bytes of tensors in one call; expected at most ",
+      kMaxTensorPayloadBytes, " (split the batch)"));
+}
 
 // Prefixes a daemon's error with the worker and call, keeping the code.
 absl::Status Annotate(const grpc::Status& status, absl::string_view worker,
@@ -109,6 +119,10 @@ void Client::ForgetContext(uint64_t context_id) {
 absl::Status Client::AccumulateGradients(
     const std::string& worker, uint64_t context_id,
     const std::vector<std::pair<uint64_t, Tensor>>& gradients) {
+  std::vector<Tensor> tensors;
+  for (const auto& entry : gradients) tensors.push_back(entry.second);
+  absl::Status size = CheckPayload(tensors, "gradients");
+  if (!size.ok()) return size;
   v1::AccumulateGradientsRequest request;
   request.set_context_id(context_id);
   for (const auto& [parameter_id, gradient] : gradients) {
@@ -147,6 +161,8 @@ absl::StatusOr<Client::ForwardResult> Client::Forward(
     const std::string& worker, uint64_t context_id, const std::string& op,
     const std::vector<uint64_t>& parameter_ids,
     const std::vector<Tensor>& inputs) {
+  absl::Status size = CheckPayload(inputs, "inputs");
+  if (!size.ok()) return size;
   v1::ForwardRequest request;
   request.set_context_id(context_id);
   request.set_op(op);
@@ -175,6 +191,8 @@ absl::StatusOr<Client::ForwardResult> Client::Forward(
 absl::StatusOr<std::vector<std::optional<Tensor>>> Client::Backward(
     const std::string& worker, uint64_t context_id, uint64_t forward_id,
     const std::vector<Tensor>& output_gradients) {
+  absl::Status size = CheckPayload(output_gradients, "output_gradients");
+  if (!size.ok()) return size;
   v1::BackwardRequest request;
   request.set_context_id(context_id);
   request.set_forward_id(forward_id);

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
 #include "common/grpc_status.h"
+#include "common/wire_limits.h"
 #include "common/wire_tensor.h"
 #include "server/autograd/parameter_locks.h"
 
@@ -79,6 +80,14 @@ grpc::Status AutogradServiceImpl::Forward(grpc::ServerContext*,
     outputs = (*op)->Forward(inputs, values, &record.saved);
   }
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  int64_t output_bytes = 0;
+  for (const Tensor& output : *outputs) output_bytes += output.byte_size();
+  if (output_bytes > kMaxTensorPayloadBytes) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("inputs: the outputs would take ", output_bytes,
+                     " bytes; expected at most ", kMaxTensorPayloadBytes,
+                     " per call (split the batch)")));
+  }
   for (const Tensor& output : *outputs) {
     record.outputs.emplace_back(output.dtype(), output.shape());
     TensorToProto(output, response->add_outputs());
@@ -222,9 +231,17 @@ grpc::Status AutogradServiceImpl::GetGradients(
   std::vector<uint64_t> ids(request->parameter_ids().begin(),
                             request->parameter_ids().end());
   if (ids.empty()) ids = (*context)->Info().parameter_ids;
+  int64_t bytes = 0;
   for (uint64_t id : ids) {
     std::optional<Tensor> gradient = (*context)->Gradient(id);
     if (!gradient.has_value()) continue;
+    bytes += gradient->byte_size();
+    if (bytes > kMaxTensorPayloadBytes) {
+      return ToGrpcStatus(absl::ResourceExhaustedError(
+          absl::StrCat("parameter_ids: the gradients asked for exceed ",
+                       kMaxTensorPayloadBytes,
+                       " bytes; expected fewer parameter_ids per call")));
+    }
     absl::StatusOr<Tensor> host = gradient->CloneTo(CpuBackend());
     if (!host.ok()) return ToGrpcStatus(host.status());
     v1::ParameterGradient* entry = response->add_gradients();

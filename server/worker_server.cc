@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/wire_limits.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
@@ -79,6 +80,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // Two daemons must never share a port: without this, gRPC binds with
   // SO_REUSEPORT and a second daemon would silently split the traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddListeningPort(options.listen, *credentials, &worker->port_);
   builder.RegisterService(&worker->parameter_service_);
   builder.RegisterService(&worker->optimizer_service_);

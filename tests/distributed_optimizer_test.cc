@@ -292,6 +292,26 @@ TEST_F(DistributedOptimizerTest, BackwardAfterAStepIsRefused) {
   EXPECT_THAT(late.message(), HasSubstr("changed since forward"));
 }
 
+TEST_F(DistributedOptimizerTest, LargeGradientsPassAndOversizedOnesAreNamed) {
+  // 20 MiB: over gRPC's default 4 MiB, within the agreed limit.
+  RemoteParameter w =
+      *client_->CreateParameter(a_->address(), "w", DType::kFloat32, {5 << 20});
+  DistAutogradContext context(client_.get());
+  Tensor big = Ramp({5 << 20}, 0, 0.5f);
+  ASSERT_TRUE(context.AccumulateGradients({{w, big}}).ok());
+  absl::StatusOr<std::map<uint64_t, Tensor>> back =
+      client_->GetGradients(a_->address(), context.id());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(back->at(w.id), big));
+  // 64 MiB in one call is refused before it is sent, with the reason.
+  RemoteParameter v = *client_->CreateParameter(a_->address(), "v",
+                                                DType::kFloat32, {16 << 20});
+  absl::Status status = context.AccumulateGradients(
+      {{v, *Tensor::AllocateHost(DType::kFloat32, {16 << 20})}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(status.message(), HasSubstr("split the batch"));
+}
+
 TEST(ContextTtlTest, AnAbandonedContextIsCollected) {
   std::unique_ptr<LocalWorker> worker = StartWorkerOrDie({"--context_ttl=1s"});
   ASSERT_NE(worker, nullptr);
