@@ -312,6 +312,34 @@ TEST_F(DistributedOptimizerTest, LargeGradientsPassAndOversizedOnesAreNamed) {
   EXPECT_THAT(status.message(), HasSubstr("split the batch"));
 }
 
+TEST_F(DistributedOptimizerTest, AForwardNeverSeesAHalfDoneStep) {
+  // Two identical rows of 256K: a forward that read row 0 after a step and
+  // row 1 before it would give two different outputs.
+  constexpr int64_t kColumns = 1 << 18;
+  RemoteParameter w = *client_->CreateParameter(
+      a_->address(), "w", DType::kFloat32, {2, kColumns}, init::Constant(0.5));
+  auto optimizer = *DistributedOptimizer::Create(client_.get(), "sgd", {w},
+                                                 {{"lr", hyper::Number(1e-3)}});
+  Tensor ones = Ramp({2, kColumns}, 1, 0);
+  std::thread stepper([&] {
+    for (int s = 0; s < 30; ++s) {
+      DistAutogradContext context(client_.get());
+      ASSERT_TRUE(context.AccumulateGradients({{w, ones}}).ok());
+      ASSERT_TRUE(optimizer->Step(context.id()).ok());
+    }
+  });
+  Tensor x = Ramp({1, kColumns}, 1, 0);
+  for (int f = 0; f < 30; ++f) {
+    DistAutogradContext context(client_.get());
+    absl::StatusOr<Client::ForwardResult> y =
+        client_->Forward(a_->address(), context.id(), "linear", {w.id}, {x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    const auto values = y->outputs[0].host_span<float>();
+    ASSERT_EQ(values[0], values[1]) << "forward " << f;
+  }
+  stepper.join();
+}
+
 TEST(ContextTtlTest, AnAbandonedContextIsCollected) {
   std::unique_ptr<LocalWorker> worker = StartWorkerOrDie({"--context_ttl=1s"});
   ASSERT_NE(worker, nullptr);
