@@ -13,8 +13,7 @@
 namespace distopt {
 namespace {
 
-// The parameters a forward names: they exist, are distinct, and live on
-// the CPU (ops on GPU parameters come with the cuBLAS path).
+// The parameters a forward names: they exist and are distinct.
 absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> OpParameters(
     const ParameterStore& store,
     const google::protobuf::RepeatedField<uint64_t>& ids) {
@@ -32,12 +31,6 @@ absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> OpParameters(
     if (!parameter.ok()) {
       return absl::NotFoundError(absl::StrCat(
           "parameter_ids[", i, "]: no parameter with id ", ids[i]));
-    }
-    if (!(*parameter)->Info().device.is_cpu()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameter_ids[", i, "]: ops on ",
-          (*parameter)->Info().device.ToString(),
-          " parameters are not implemented yet; expected cpu parameters"));
     }
     parameters.push_back(*std::move(parameter));
   }

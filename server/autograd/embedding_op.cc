@@ -26,8 +26,12 @@ class EmbeddingOp : public AutogradOp {
       return absl::InvalidArgumentError(absl::StrCat(
           "inputs[0]: ", indices.DebugString(), "; expected int64 indices"));
     }
-    if (table.dtype() != DType::kFloat32 || table.shape().size() != 2 ||
-        !table.device().is_cpu()) {
+    if (!table.device().is_cpu()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "parameter_ids[0]: embedding tables on ", table.device().ToString(),
+          " are not implemented yet; expected a cpu table"));
+    }
+    if (table.dtype() != DType::kFloat32 || table.shape().size() != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("parameter_ids[0]: ", table.DebugString(),
                        "; expected a float32 [num_embeddings, dim] table"));

@@ -1,21 +1,33 @@
-// linear: y = x W^T + b, as torch.nn.functional.linear, with OpenBLAS.
-// Inputs: x [N, in] float32. Parameters: W [out, in], optionally b [out].
+// linear: y = x W^T + b, as torch.nn.functional.linear: OpenBLAS for
+// parameters on the CPU, cuBLAS for parameters on a GPU. Inputs: x [N, in]
+// float32 (from the wire, in host memory). Parameters: W [out, in],
+// optionally b [out], on one device.
 #include <cblas.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/cpu_backend.h"
+#include "server/autograd/cuda_linear.h"
 #include "server/autograd/op_registry.h"
 
 namespace distopt {
 namespace {
 
-absl::Status RequireFloat32(const Tensor& t, absl::string_view field) {
-  if (t.dtype() == DType::kFloat32 && t.device().is_cpu()) {
+absl::Status RequireFloat32(const Tensor& t, absl::string_view field,
+                            const Device& device) {
+  if (t.dtype() == DType::kFloat32 && t.device() == device) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": ", t.DebugString(), "; linear expects float32 on cpu"));
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", t.DebugString(),
+                                                 "; linear expects float32 on ",
+                                                 device.ToString()));
+}
+
+absl::Status FromCuda(const std::string& error) {
+  if (error.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("linear on the GPU: ", error));
 }
 
 class LinearOp : public AutogradOp {
@@ -34,8 +46,8 @@ class LinearOp : public AutogradOp {
     }
     const Tensor& x = inputs[0];
     const Tensor& w = *params[0];
-    absl::Status status = RequireFloat32(x, "inputs[0]");
-    if (status.ok()) status = RequireFloat32(w, "parameter_ids[0]");
+    absl::Status status = RequireFloat32(x, "inputs[0]", Device::Cpu());
+    if (status.ok()) status = RequireFloat32(w, "parameter_ids[0]", w.device());
     if (!status.ok()) return status;
     if (w.shape().size() != 2) {
       return absl::InvalidArgumentError(
@@ -50,7 +62,7 @@ class LinearOp : public AutogradOp {
                        "; expected [N, ", in, "]"));
     }
     if (params.size() == 2) {
-      status = RequireFloat32(*params[1], "parameter_ids[1]");
+      status = RequireFloat32(*params[1], "parameter_ids[1]", w.device());
       if (!status.ok()) return status;
       if (params[1]->shape() != Shape{out}) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -59,6 +71,9 @@ class LinearOp : public AutogradOp {
       }
     }
     const int64_t n = x.shape()[0];
+    if (w.device().is_cuda()) {
+      return ForwardOnGpu(x, params, n, in, out, saved);
+    }
     absl::StatusOr<Tensor> y = Tensor::AllocateHost(DType::kFloat32, {n, out});
     if (!y.ok()) return y.status();
     float* yv = static_cast<float*>(y->data());
@@ -86,6 +101,7 @@ class LinearOp : public AutogradOp {
     const int64_t n = x.shape()[0];
     const int64_t in = x.shape()[1];
     const int64_t out = w.shape()[0];
+    if (w.device().is_cuda()) return BackwardOnGpu(x, params, dy, n, in, out);
     absl::StatusOr<Tensor> dx = Tensor::AllocateHost(DType::kFloat32, {n, in});
     absl::StatusOr<Tensor> dw =
         Tensor::AllocateHost(DType::kFloat32, {out, in});
@@ -116,6 +132,66 @@ class LinearOp : public AutogradOp {
       }
       gradients.parameters.push_back({*std::move(db), {}, Tensor()});
     }
+    return gradients;
+  }
+
+ private:
+  // The GPU path: x and dy are copied over, the outputs and dx back; the
+  // parameters' gradients stay on the GPU for the context.
+  static absl::StatusOr<std::vector<Tensor>> ForwardOnGpu(
+      const Tensor& x, absl::Span<const Tensor* const> params, int64_t n,
+      int64_t in, int64_t out, std::vector<Tensor>* saved) {
+    const Device device = params[0]->device();
+    absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(device);
+    if (!gpu.ok()) return gpu.status();
+    absl::StatusOr<Tensor> x_gpu = x.CloneTo(*gpu);
+    if (!x_gpu.ok()) return x_gpu.status();
+    absl::StatusOr<Tensor> y_gpu =
+        Tensor::Allocate(*gpu, DType::kFloat32, {n, out});
+    if (!y_gpu.ok()) return y_gpu.status();
+    absl::Status status = FromCuda(cuda_linear::Forward(
+        device.index, static_cast<const float*>(x_gpu->data()),
+        static_cast<const float*>(params[0]->data()),
+        params.size() == 2 ? static_cast<const float*>(params[1]->data())
+                           : nullptr,
+        static_cast<float*>(y_gpu->data()), n, in, out));
+    if (!status.ok()) return status;
+    absl::StatusOr<Tensor> y = y_gpu->CloneTo(CpuBackend());
+    if (!y.ok()) return y.status();
+    saved->push_back(*std::move(x_gpu));
+    return std::vector<Tensor>{*std::move(y)};
+  }
+
+  static absl::StatusOr<OpGradients> BackwardOnGpu(
+      const Tensor& x_gpu, absl::Span<const Tensor* const> params,
+      const Tensor& dy, int64_t n, int64_t in, int64_t out) {
+    const Device device = params[0]->device();
+    absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(device);
+    if (!gpu.ok()) return gpu.status();
+    absl::StatusOr<Tensor> dy_gpu = dy.CloneTo(*gpu);
+    absl::StatusOr<Tensor> dx_gpu =
+        Tensor::Allocate(*gpu, DType::kFloat32, {n, in});
+    absl::StatusOr<Tensor> dw =
+        Tensor::Allocate(*gpu, DType::kFloat32, {out, in});
+    absl::StatusOr<Tensor> db = Tensor::Allocate(*gpu, DType::kFloat32, {out});
+    for (const auto* t : {&dy_gpu, &dx_gpu, &dw, &db}) {
+      if (!t->ok()) return t->status();
+    }
+    const bool with_bias = params.size() == 2;
+    absl::Status status = FromCuda(cuda_linear::Backward(
+        device.index, static_cast<const float*>(dy_gpu->data()),
+        static_cast<const float*>(x_gpu.data()),
+        static_cast<const float*>(params[0]->data()),
+        static_cast<float*>(dx_gpu->data()), static_cast<float*>(dw->data()),
+        with_bias ? static_cast<float*>(db->data()) : nullptr, n, in, out));
+    if (!status.ok()) return status;
+    absl::StatusOr<Tensor> dx = dx_gpu->CloneTo(CpuBackend());
+    if (!dx.ok()) return dx.status();
+    OpGradients gradients;
+    gradients.inputs.push_back(*std::move(dx));
+    gradients.parameters.push_back({*std::move(dw), {}, Tensor()});
+    if (with_bias)
+      gradients.parameters.push_back({*std::move(db), {}, Tensor()});
     return gradients;
   }
 };

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "common/backend.h"
+#include "common/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/autograd/op_registry.h"
@@ -110,6 +112,43 @@ TEST(LinearOpTest, RejectsMismatchedShapes) {
               HasSubstr("inputs[0]: x [2, 5]; expected [N, 4]"));
   EXPECT_THAT(registry.Find("conv2d").status().message(),
               HasSubstr("expected one of embedding, linear"));
+}
+
+// Runs on a machine with a GPU; elsewhere it reports itself skipped.
+TEST(LinearOpTest, GpuMatchesCpu) {
+  absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(Device::Cuda(0));
+  if (!gpu.ok()) GTEST_SKIP() << "no CUDA GPU: " << gpu.status().message();
+  OpRegistry registry;
+  const AutogradOp& linear = **registry.Find("linear");
+  std::mt19937 rng(11);
+  Tensor x = Random({33, 17}, rng);
+  Tensor w = Random({9, 17}, rng);
+  Tensor b = Random({9}, rng);
+  Tensor dy = Random({33, 9}, rng);
+  Tensor w_gpu = *w.CloneTo(*gpu);
+  Tensor b_gpu = *b.CloneTo(*gpu);
+  std::vector<Tensor> saved_cpu, saved_gpu;
+  std::vector<Tensor> y_cpu = *linear.Forward({x}, {&w, &b}, &saved_cpu);
+  absl::StatusOr<std::vector<Tensor>> y_gpu =
+      linear.Forward({x}, {&w_gpu, &b_gpu}, &saved_gpu);
+  ASSERT_TRUE(y_gpu.ok()) << y_gpu.status();
+  for (int64_t i = 0; i < y_cpu[0].num_elements(); ++i) {
+    EXPECT_NEAR((*y_gpu)[0].host_span<float>()[i],
+                y_cpu[0].host_span<float>()[i], 1e-4);
+  }
+  OpGradients g_cpu = *linear.Backward(saved_cpu, {&w, &b}, {dy});
+  absl::StatusOr<OpGradients> g_gpu =
+      linear.Backward(saved_gpu, {&w_gpu, &b_gpu}, {dy});
+  ASSERT_TRUE(g_gpu.ok()) << g_gpu.status();
+  auto expect_near = [](const Tensor& a, const Tensor& b) {
+    Tensor host = *a.CloneTo(CpuBackend());
+    for (int64_t i = 0; i < b.num_elements(); ++i) {
+      EXPECT_NEAR(host.host_span<float>()[i], b.host_span<float>()[i], 1e-4);
+    }
+  };
+  expect_near(*g_gpu->inputs[0], *g_cpu.inputs[0]);
+  expect_near(*g_gpu->parameters[0].dense, *g_cpu.parameters[0].dense);
+  expect_near(*g_gpu->parameters[1].dense, *g_cpu.parameters[1].dense);
 }
 
 TEST(EmbeddingOpTest, LooksUpRowsAndGivesRowGradients) {
