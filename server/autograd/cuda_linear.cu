@@ -46,8 +46,7 @@ __global__ void AddBias(float* y, const float* b, int64_t n, int64_t out) {
   }
 }
 
-__global__ void ColumnSums(const float* dy, float* db, int64_t n,
-                           int64_t out) {
+__global__ void ColumnSums(const float* dy, float* db, int64_t n, int64_t out) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= out) return;
   float sum = 0;
@@ -63,19 +62,17 @@ int Blocks(int64_t count, int threads) {
 
 }  // namespace
 
-std::string Forward(int device, const float* x, const float* w,
-                    const float* b, float* y, int64_t n, int64_t in,
-                    int64_t out) {
+std::string Forward(int device, const float* x, const float* w, const float* b,
+                    float* y, int64_t n, int64_t in, int64_t out) {
   cublasHandle_t handle;
   std::string error = Handle(device, &handle);
   if (!error.empty()) return error;
   const float one = 1.0f;
   const float zero = 0.0f;
-  error = BlasError(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N,
-                                static_cast<int>(out), static_cast<int>(n),
-                                static_cast<int>(in), &one, w,
-                                static_cast<int>(in), x, static_cast<int>(in),
-                                &zero, y, static_cast<int>(out)));
+  error = BlasError(cublasSgemm(
+      handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+      static_cast<int>(n), static_cast<int>(in), &one, w, static_cast<int>(in),
+      x, static_cast<int>(in), &zero, y, static_cast<int>(out)));
   if (!error.empty()) return error;
   if (b != nullptr && n * out > 0) {
     AddBias<<<Blocks(n * out, 256), 256>>>(y, b, n, out);
@@ -86,26 +83,24 @@ std::string Forward(int device, const float* x, const float* w,
 }
 
 std::string Backward(int device, const float* dy, const float* x,
-                     const float* w, float* dx, float* dw, float* db,
-                     int64_t n, int64_t in, int64_t out) {
+                     const float* w, float* dx, float* dw, float* db, int64_t n,
+                     int64_t in, int64_t out) {
   cublasHandle_t handle;
   std::string error = Handle(device, &handle);
   if (!error.empty()) return error;
   const float one = 1.0f;
   const float zero = 0.0f;
   // dx^T [in, n] = w^T [in, out] dy^T [out, n].
-  error = BlasError(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N,
-                                static_cast<int>(in), static_cast<int>(n),
-                                static_cast<int>(out), &one, w,
-                                static_cast<int>(in), dy, static_cast<int>(out),
-                                &zero, dx, static_cast<int>(in)));
+  error = BlasError(cublasSgemm(
+      handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(in),
+      static_cast<int>(n), static_cast<int>(out), &one, w, static_cast<int>(in),
+      dy, static_cast<int>(out), &zero, dx, static_cast<int>(in)));
   if (!error.empty()) return error;
   // dw^T [in, out] = x^T [in, n] dy [n, out].
-  error = BlasError(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T,
-                                static_cast<int>(in), static_cast<int>(out),
-                                static_cast<int>(n), &one, x,
-                                static_cast<int>(in), dy, static_cast<int>(out),
-                                &zero, dw, static_cast<int>(in)));
+  error = BlasError(cublasSgemm(
+      handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in),
+      static_cast<int>(out), static_cast<int>(n), &one, x, static_cast<int>(in),
+      dy, static_cast<int>(out), &zero, dw, static_cast<int>(in)));
   if (!error.empty()) return error;
   if (db != nullptr && out > 0) {
     ColumnSums<<<Blocks(out, 128), 128>>>(dy, db, n, out);

@@ -13,14 +13,13 @@ namespace distopt {
 namespace cuda_linear {
 
 // y[n, out] = x[n, in] w[out, in]^T + b[out]; b may be null.
-std::string Forward(int device, const float* x, const float* w,
-                    const float* b, float* y, int64_t n, int64_t in,
-                    int64_t out);
+std::string Forward(int device, const float* x, const float* w, const float* b,
+                    float* y, int64_t n, int64_t in, int64_t out);
 
 // dx = dy w; dw = dy^T x; db = column sums of dy (skipped when null).
 std::string Backward(int device, const float* dy, const float* x,
-                     const float* w, float* dx, float* dw, float* db,
-                     int64_t n, int64_t in, int64_t out);
+                     const float* w, float* dx, float* dw, float* db, int64_t n,
+                     int64_t in, int64_t out);
 
 }  // namespace cuda_linear
 }  // namespace distopt
