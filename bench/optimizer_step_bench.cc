@@ -9,6 +9,7 @@
 // The torch peer needs Debian's python3-torch (tools/install_deps.sh
 // --with-torch); without it only the bandwidth ratios are printed.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -81,9 +82,11 @@ double DeviceCopyBandwidth(Backend& gpu) {
 }
 
 double TorchSecondsPerStep(const std::string& name, const Device& device) {
-  const std::string command =
-      absl::StrCat("/usr/bin/python3 tools/bench/torch_optimizer_step.py ",
-                   name, " ", kTensors, " ", kElements, " ", kSteps, " ",
+    // Debian's python3 holds Debian's torch; elsewhere set DISTOPT_TORCH_PYTHON.
+  const char* python = std::getenv("DISTOPT_TORCH_PYTHON");
+  const std::string command = absl::StrCat(
+      python != nullptr ? python : "/usr/bin/python3",
+      " tools/bench/torch_optimizer_step.py ", name, " ", kTensors, " ", kElements, " ", kSteps, " ",
                    device.is_cpu() ? "cpu" : "cuda", " 2>/dev/null");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return 0;

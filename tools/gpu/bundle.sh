@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the CUDA tests and GPU benchmarks here and packs them, with the
+# shared libraries they need that a bare GPU machine lacks (gRPC, Abseil,
+# protobuf, OpenBLAS, ...), into .gpu_bundle/bundle.tar.xz for the device
+# tool:
+#
+#   bash tools/gpu/bundle.sh                    # .gpu_bundle/ is git-ignored
+#   device run, carry [".gpu_bundle"]:  bash tools/gpu/run_checks.sh
+#
+# The CUDA libraries themselves (cudart is static; cuBLAS) come from the GPU
+# machine's own toolkit at /usr/local/cuda.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+targets=(
+  //common:cuda_backend_test
+  //server/optim:cuda_parity_test
+  //server/autograd:ops_test
+  //tests:daemon_test
+  //server:distopt_worker
+  //bench:optimizer_step_bench
+)
+# Static linking of the project's own libraries: the binaries move alone.
+bazel build -c opt --dynamic_mode=off "${targets[@]}"
+out=$(mktemp -d)/bundle
+mkdir -p "$out/bin" "$out/lib" "$out/data"
+for target in "${targets[@]}"; do
+  path=${target#//}
+  cp "bazel-bin/${path%%:*}/${path##*:}" "$out/bin/"
+done
+cp server/optim/testdata/optimizer_golden.txt "$out/data/"
+# Every shared library outside glibc and the CUDA toolkit.
+for binary in "$out"/bin/*; do
+  ldd "$binary" | awk '/=> \//{print $3}'
+done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$out/lib/"; done
+# Compressed, to stay well inside the 64 MiB that travels.
+rm -rf .gpu_bundle
+mkdir -p .gpu_bundle
+tar -C "$(dirname "$out")" -cf - bundle | xz -T2 -6 > .gpu_bundle/bundle.tar.xz
+du -sh .gpu_bundle/bundle.tar.xz

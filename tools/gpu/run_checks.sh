@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine over a bundle from tools/gpu/bundle.sh: the CUDA
+# tests (no longer skipped there) and the GPU half of the optimizer
+# benchmark. Logs go to $OUT when the device tool sets it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+unpacked=$(mktemp -d)
+xz -dc .gpu_bundle/bundle.tar.xz | tar -C "$unpacked" -xf - || exit 1
+bundle=$unpacked/bundle
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export DISTOPT_WORKER_BINARY="$bundle/bin/distopt_worker"
+export DISTOPT_TORCH_PYTHON=python3
+# The tests find their data the way Bazel lays it out.
+runfiles=$(mktemp -d)
+mkdir -p "$runfiles/distopt/server/optim/testdata"
+cp "$bundle/data/optimizer_golden.txt" "$runfiles/distopt/server/optim/testdata/"
+export TEST_SRCDIR=$runfiles TEST_TMPDIR=$(mktemp -d)
+log=${OUT:-/tmp}/gpu_checks.log
+status=0
+nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$log"
+for test in cuda_backend_test cuda_parity_test ops_test daemon_test; do
+  echo "=== $test" | tee -a "$log"
+  "$bundle/bin/$test" --gtest_brief=1 2>&1 | tee -a "$log" || status=1
+done
+echo "=== optimizer_step_bench" | tee -a "$log"
+"$bundle/bin/optimizer_step_bench" 2>&1 | tee -a "$log" || status=1
+exit $status
