@@ -10,14 +10,17 @@
 namespace distopt {
 namespace {
 
-// Runs call(i) for i in [0, n) on one thread each and returns the results.
+// Runs call(i) for i in [0, n) on one thread each (the last on the calling
+// thread) and returns the results.
 template <typename Result, typename Call>
 std::vector<Result> InParallel(size_t n, Call call) {
   std::vector<Result> results(n, Result(absl::UnknownError("not run")));
+  if (n == 0) return results;
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i + 1 < n; ++i) {
     threads.emplace_back([&, i] { results[i] = call(i); });
   }
+  results[n - 1] = call(n - 1);
   for (std::thread& thread : threads) thread.join();
   return results;
 }

@@ -1,0 +1,129 @@
+// DistributedOptimizer.step latency, p50 and p99, for 1, 2 and 4 workers
+// with (a) 10 parameters of 1K floats and (b) 4 parameters of 1M floats,
+// SGD and Adam, against PyTorch's RPC DistributedOptimizer (TensorPipe on
+// loopback) doing the same in the same run (goal: p50 at least 5x lower).
+//
+//   bazel run -c opt //bench:distributed_step_bench
+//
+// The gradients are put in each context before the timing; only the step
+// (all owners in parallel) is timed, as in the PyTorch peer.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "client/dist_autograd_context.h"
+#include "client/distributed_optimizer.h"
+#include "client/local_worker.h"
+
+namespace distopt {
+namespace {
+
+struct Layout {
+  std::string name;
+  int count;
+  int64_t elements;
+  int iterations;
+};
+
+const Layout kLayouts[] = {{"small", 10, 1 << 10, 300},
+                           {"large", 4, 1 << 20, 30}};
+const char* const kKinds[] = {"sgd", "adam"};
+
+double Percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const size_t index = std::min(values.size() - 1,
+                                static_cast<size_t>(fraction * values.size()));
+  return values[index];
+}
+
+// "workers layout kind" -> {p50_us, p99_us} from the PyTorch peer.
+std::map<std::string, std::pair<double, double>> TorchLatencies(int workers) {
+  const char* python = std::getenv("DISTOPT_TORCH_PYTHON");
+  const std::string command = absl::StrCat(
+      python != nullptr ? python : "/usr/bin/python3",
+      " tools/bench/torch_rpc_step.py ", workers, " ", kLayouts[0].iterations,
+      " ", kLayouts[1].iterations, " 2>/dev/null");
+  std::map<std::string, std::pair<double, double>> result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char layout[32], kind[32];
+  int w = 0;
+  double p50 = 0, p99 = 0;
+  while (std::fscanf(pipe, "%d %31s %31s %lf %lf", &w, layout, kind, &p50,
+                     &p99) == 5) {
+    result[absl::StrCat(w, " ", layout, " ", kind)] = {p50, p99};
+  }
+  pclose(pipe);
+  return result;
+}
+
+void Run(int workers) {
+  std::vector<std::unique_ptr<LocalWorker>> daemons;
+  for (int i = 0; i < workers; ++i) {
+    absl::StatusOr<std::unique_ptr<LocalWorker>> worker =
+        LocalWorker::Start({});
+    if (!worker.ok()) {
+      std::printf("cannot start a worker: %s\n",
+                  worker.status().ToString().c_str());
+      return;
+    }
+    daemons.push_back(*std::move(worker));
+  }
+  const auto torch = TorchLatencies(workers);
+  Client client;
+  int created = 0;
+  for (const Layout& layout : kLayouts) {
+    for (const char* kind : kKinds) {
+      std::vector<RemoteParameter> parameters;
+      for (int i = 0; i < layout.count; ++i) {
+        parameters.push_back(*client.CreateParameter(
+            daemons[i % workers]->address(), absl::StrCat("p", created++),
+            DType::kFloat32, {layout.elements}));
+      }
+      auto optimizer = *DistributedOptimizer::Create(
+          &client, kind, parameters, {{"lr", hyper::Number(1e-3)}});
+      Tensor gradient =
+          *Tensor::AllocateHost(DType::kFloat32, {layout.elements});
+      std::fill_n(static_cast<float*>(gradient.data()), layout.elements, 1.0f);
+      std::vector<std::pair<RemoteParameter, Tensor>> pushes;
+      for (const RemoteParameter& p : parameters)
+        pushes.emplace_back(p, gradient);
+      std::vector<double> micros;
+      for (int it = 0; it < layout.iterations; ++it) {
+        DistAutogradContext context(&client);
+        if (!context.AccumulateGradients(pushes).ok()) return;
+        const absl::Time start = absl::Now();
+        if (!optimizer->Step(context.id()).ok()) return;
+        micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+      }
+      const double p50 = Percentile(micros, 0.5);
+      const double p99 = Percentile(micros, 0.99);
+      std::printf("%d worker(s) %-5s %-4s  distopt p50 %8.0f us  p99 %8.0f us",
+                  workers, layout.name.c_str(), kind, p50, p99);
+      auto it = torch.find(absl::StrCat(workers, " ", layout.name, " ", kind));
+      if (it != torch.end()) {
+        std::printf(
+            "  torch p50 %8.0f us  p99 %8.0f us  p50 ratio %.1fx (goal >= 5)\n",
+            it->second.first, it->second.second, it->second.first / p50);
+      } else {
+        std::printf("  torch: not available\n");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace distopt
+
+int main() {
+  for (int workers : {1, 2, 4}) distopt::Run(workers);
+  return 0;
+}
