@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "common/backend.h"
 #include "gtest/gtest.h"
 #include "tests/worker_fixture.h"
 
@@ -28,6 +29,27 @@ TEST(DigitsTrainingTest, ReachesTheDemosAccuracy) {
   EXPECT_GE(result->test_accuracy, 0.95);
   ASSERT_EQ(losses.size(), 25u);
   EXPECT_LT(losses.back(), losses.front() / 10);
+}
+
+// The same training with both layers' parameters on the GPU: cuBLAS
+// forward and backward, gradients accumulated and stepped there. Skipped
+// without a GPU.
+TEST(DigitsTrainingTest, ReachesTheAccuracyWithParametersOnTheGpu) {
+  absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(Device::Cuda(0));
+  if (!gpu.ok()) GTEST_SKIP() << "no CUDA GPU: " << gpu.status().message();
+  std::unique_ptr<LocalWorker> a =
+      testing::StartWorkerOrDie({"--device=cuda:0"});
+  std::unique_ptr<LocalWorker> b =
+      testing::StartWorkerOrDie({"--device=cuda:0"});
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  DigitsOptions options;
+  options.data_path = std::string(std::getenv("TEST_SRCDIR")) +
+                      "/distopt/data/digits/digits.csv.gz";
+  options.worker_a = a->address();
+  options.worker_b = b->address();
+  absl::StatusOr<DigitsResult> result = TrainDigits(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GE(result->test_accuracy, 0.95);
 }
 
 TEST(DigitsTrainingTest, TheDataHasTheUciShape) {

@@ -16,6 +16,7 @@ targets=(
   //server/optim:cuda_parity_test
   //server/autograd:ops_test
   //tests:daemon_test
+  //tests:digits_training_test
   //server:distopt_worker
   //bench:optimizer_step_bench
 )
@@ -27,7 +28,8 @@ for target in "${targets[@]}"; do
   path=${target#//}
   cp "bazel-bin/${path%%:*}/${path##*:}" "$out/bin/"
 done
-cp server/optim/testdata/optimizer_golden.txt "$out/data/"
+cp server/optim/testdata/optimizer_golden.txt data/digits/digits.csv.gz \
+  "$out/data/"
 # Every shared library outside glibc and the CUDA toolkit.
 for binary in "$out"/bin/*; do
   ldd "$binary" | awk '/=> \//{print $3}'

@@ -12,13 +12,15 @@ export DISTOPT_WORKER_BINARY="$bundle/bin/distopt_worker"
 export DISTOPT_TORCH_PYTHON=python3
 # The tests find their data the way Bazel lays it out.
 runfiles=$(mktemp -d)
-mkdir -p "$runfiles/distopt/server/optim/testdata"
+mkdir -p "$runfiles/distopt/server/optim/testdata" "$runfiles/distopt/data/digits"
 cp "$bundle/data/optimizer_golden.txt" "$runfiles/distopt/server/optim/testdata/"
+cp "$bundle/data/digits.csv.gz" "$runfiles/distopt/data/digits/"
 export TEST_SRCDIR=$runfiles TEST_TMPDIR=$(mktemp -d)
 log=${OUT:-/tmp}/gpu_checks.log
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$log"
-for test in cuda_backend_test cuda_parity_test ops_test daemon_test; do
+for test in cuda_backend_test cuda_parity_test ops_test daemon_test \
+    digits_training_test; do
   echo "=== $test" | tee -a "$log"
   "$bundle/bin/$test" --gtest_brief=1 2>&1 | tee -a "$log" || status=1
 done
