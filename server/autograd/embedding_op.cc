@@ -1,10 +1,13 @@
 // embedding: row lookup, as torch.nn.functional.embedding. Inputs: int64
 // indices of any shape. Parameter: table [num_embeddings, dim] float32.
 // Output: indices.shape + [dim]. Backward gives the table's gradient by row:
-// only the rows used are accumulated.
+// only the rows used are accumulated. Tables on a GPU gather there.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/cpu_backend.h"
+#include "server/autograd/cuda_embedding.h"
 #include "server/autograd/op_registry.h"
 
 namespace distopt {
@@ -26,11 +29,6 @@ class EmbeddingOp : public AutogradOp {
       return absl::InvalidArgumentError(absl::StrCat(
           "inputs[0]: ", indices.DebugString(), "; expected int64 indices"));
     }
-    if (!table.device().is_cpu()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameter_ids[0]: embedding tables on ", table.device().ToString(),
-          " are not implemented yet; expected a cpu table"));
-    }
     if (table.dtype() != DType::kFloat32 || table.shape().size() != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("parameter_ids[0]: ", table.DebugString(),
@@ -48,6 +46,12 @@ class EmbeddingOp : public AutogradOp {
     }
     Shape shape = indices.shape();
     shape.push_back(dim);
+    if (table.device().is_cuda()) {
+      absl::StatusOr<Tensor> gathered = GatherOnGpu(table, indices, shape);
+      if (!gathered.ok()) return gathered.status();
+      saved->push_back(indices);
+      return std::vector<Tensor>{*std::move(gathered)};
+    }
     absl::StatusOr<Tensor> out = Tensor::AllocateHost(DType::kFloat32, shape);
     if (!out.ok()) return out.status();
     const float* source = static_cast<const float*>(table.data());
@@ -76,6 +80,26 @@ class EmbeddingOp : public AutogradOp {
         {indices.num_elements(), dim}, Device::Cpu());
     gradients.parameters.push_back(std::move(table));
     return gradients;
+  }
+
+ private:
+  // Gathers on the GPU, returns the rows in host memory for the wire.
+  static absl::StatusOr<Tensor> GatherOnGpu(const Tensor& table,
+                                            const Tensor& indices,
+                                            const Shape& shape) {
+    absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(table.device());
+    if (!gpu.ok()) return gpu.status();
+    absl::StatusOr<Tensor> rows =
+        Tensor::Allocate(*gpu, DType::kFloat32, shape);
+    if (!rows.ok()) return rows.status();
+    const std::string error = cuda_embedding::Gather(
+        table.device().index, static_cast<const float*>(table.data()),
+        static_cast<const int64_t*>(indices.data()), indices.num_elements(),
+        table.shape()[1], static_cast<float*>(rows->data()));
+    if (!error.empty()) {
+      return absl::InternalError(absl::StrCat("embedding on the GPU: ", error));
+    }
+    return rows->CloneTo(CpuBackend());
   }
 };
 

@@ -151,6 +151,28 @@ TEST(LinearOpTest, GpuMatchesCpu) {
   expect_near(*g_gpu->parameters[1].dense, *g_cpu.parameters[1].dense);
 }
 
+// Runs on a machine with a GPU; elsewhere it reports itself skipped.
+TEST(EmbeddingOpTest, GpuGatherMatchesCpu) {
+  absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(Device::Cuda(0));
+  if (!gpu.ok()) GTEST_SKIP() << "no CUDA GPU: " << gpu.status().message();
+  OpRegistry registry;
+  const AutogradOp& embedding = **registry.Find("embedding");
+  std::mt19937 rng(5);
+  Tensor table = Random({50, 7}, rng);
+  Tensor table_gpu = *table.CloneTo(*gpu);
+  Tensor indices = *Tensor::AllocateHost(DType::kInt64, {4, 5});
+  for (int i = 0; i < 20; ++i) indices.host_span<int64_t>()[i] = (i * 13) % 50;
+  std::vector<Tensor> saved_cpu, saved_gpu;
+  std::vector<Tensor> cpu = *embedding.Forward({indices}, {&table}, &saved_cpu);
+  absl::StatusOr<std::vector<Tensor>> on_gpu =
+      embedding.Forward({indices}, {&table_gpu}, &saved_gpu);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  ASSERT_EQ((*on_gpu)[0].shape(), cpu[0].shape());
+  for (int64_t i = 0; i < cpu[0].num_elements(); ++i) {
+    EXPECT_EQ((*on_gpu)[0].host_span<float>()[i], cpu[0].host_span<float>()[i]);
+  }
+}
+
 TEST(EmbeddingOpTest, LooksUpRowsAndGivesRowGradients) {
   OpRegistry registry;
   const AutogradOp& embedding = **registry.Find("embedding");
