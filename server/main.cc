@@ -112,6 +112,16 @@ bool WritePortFile(const std::string& path, const std::string& address) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread exists (gRPC's and
+  // Abseil's threads inherit the mask), and take them synchronously below
+  // with sigwait. A thread started earlier would still take SIGTERM with
+  // its default action and kill the daemon mid-shutdown.
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGTERM);
+  sigaddset(&shutdown_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   absl::SetProgramUsageMessage(
       "distopt_worker --listen=HOST:PORT [--device=cpu|cuda:N] ...\n"
       "Serves parameters, autograd and optimizers over gRPC (distopt.v1).");
@@ -147,15 +157,6 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
-
-  // Block the shutdown signals in every thread (gRPC's threads inherit the
-  // mask) and take them synchronously below with sigwait.
-  sigset_t shutdown_signals;
-  sigemptyset(&shutdown_signals);
-  sigaddset(&shutdown_signals, SIGTERM);
-  sigaddset(&shutdown_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   absl::StatusOr<std::unique_ptr<distopt::WorkerServer>> worker =
       distopt::WorkerServer::Start(options);
