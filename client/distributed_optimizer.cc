@@ -6,22 +6,19 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/thread_pool.h"
 
 namespace distopt {
 namespace {
 
-// Runs call(i) for i in [0, n) on one thread each (the last on the calling
-// thread) and returns the results.
+// Runs call(i) for i in [0, n) at once on `pool` (one per thread, the
+// calling thread included) and returns the results.
 template <typename Result, typename Call>
-std::vector<Result> InParallel(size_t n, Call call) {
+std::vector<Result> InParallel(ThreadPool& pool, size_t n, Call call) {
   std::vector<Result> results(n, Result(absl::UnknownError("not run")));
-  if (n == 0) return results;
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i + 1 < n; ++i) {
-    threads.emplace_back([&, i] { results[i] = call(i); });
-  }
-  results[n - 1] = call(n - 1);
-  for (std::thread& thread : threads) thread.join();
+  pool.ParallelFor(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) results[i] = call(i);
+  });
   return results;
 }
 
@@ -42,9 +39,12 @@ DistributedOptimizer::Create(Client* client, const std::string& kind,
     if (added) owners.push_back({parameter.worker, 0, {}});
     owners[it->second].parameter_ids.push_back(parameter.id);
   }
+  // One thread per owner (the caller's included): the calls block on the
+  // network, so they all run at once.
+  auto pool = std::make_unique<ThreadPool>(static_cast<int>(owners.size()));
   std::vector<absl::StatusOr<v1::OptimizerInfo>> created =
       InParallel<absl::StatusOr<v1::OptimizerInfo>>(
-          owners.size(), [&](size_t i) {
+          *pool, owners.size(), [&](size_t i) {
             return client->CreateOptimizer(owners[i].worker, kind,
                                            hyperparameters,
                                            owners[i].parameter_ids);
@@ -68,7 +68,7 @@ DistributedOptimizer::Create(Client* client, const std::string& kind,
     return first_error;
   }
   return std::unique_ptr<DistributedOptimizer>(
-      new DistributedOptimizer(client, std::move(owners)));
+      new DistributedOptimizer(client, std::move(owners), std::move(pool)));
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
@@ -86,7 +86,7 @@ absl::Status DistributedOptimizer::Step(uint64_t context_id) {
   }
   std::vector<absl::StatusOr<v1::StepResponse>> results =
       InParallel<absl::StatusOr<v1::StepResponse>>(
-          owners_.size(), [&](size_t i) {
+          *pool_, owners_.size(), [&](size_t i) {
             return client_->Step(owners_[i].worker, owners_[i].optimizer_id,
                                  context_id);
           });
@@ -113,7 +113,7 @@ absl::Status DistributedOptimizer::SetHyperparameters(
     const HyperparameterMap& changes) {
   std::vector<absl::StatusOr<v1::OptimizerInfo>> results =
       InParallel<absl::StatusOr<v1::OptimizerInfo>>(
-          owners_.size(), [&](size_t i) {
+          *pool_, owners_.size(), [&](size_t i) {
             return client_->SetHyperparameters(
                 owners_[i].worker, owners_[i].optimizer_id, changes);
           });

@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "client/hyperparameters.h"
 #include "client/remote_parameter.h"
+#include "common/thread_pool.h"
 
 namespace distopt {
 
@@ -47,11 +48,14 @@ class DistributedOptimizer {
   const std::vector<Owner>& owners() const { return owners_; }
 
  private:
-  DistributedOptimizer(Client* client, std::vector<Owner> owners)
-      : client_(client), owners_(std::move(owners)) {}
+  DistributedOptimizer(Client* client, std::vector<Owner> owners,
+                       std::unique_ptr<ThreadPool> pool)
+      : client_(client), owners_(std::move(owners)), pool_(std::move(pool)) {}
 
   Client* const client_;
   const std::vector<Owner> owners_;
+  // Fans the per-owner calls out without starting threads on every step.
+  const std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace distopt
