@@ -18,6 +18,8 @@
 #include "grpcpp/server.h"
 #include "server/autograd/context_table.h"
 #include "server/autograd_service.h"
+#include "server/comm/key_value_store.h"
+#include "server/group_service.h"
 #include "server/health_service.h"
 #include "server/memory_budget.h"
 #include "server/optim/registry.h"
@@ -67,10 +69,12 @@ class WorkerServer {
   std::unique_ptr<OptimizerRegistry> optimizer_kinds_;
   ContextTable contexts_;
   OpRegistry ops_;
+  KeyValueStore group_store_;
   OptimizerTable optimizers_;
   HealthState health_;
   ParameterServiceImpl parameter_service_;
   AutogradServiceImpl autograd_service_;
+  GroupServiceImpl group_service_;
   OptimizerServiceImpl optimizer_service_;
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;

@@ -1,0 +1,64 @@
+#include "server/group_service.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace distopt {
+
+// The longest a Wait may block.
+constexpr int64_t kMaxWaitMilliseconds = 3600 * 1000;
+
+grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
+                                        const v1::GetGroupRequest*,
+                                        v1::GroupInfo* response) {
+  response->set_rank(options_->rank);
+  response->set_world_size(options_->world_size);
+  for (const std::string& peer : options_->peers) response->add_peers(peer);
+  response->set_rendezvous(options_->rendezvous);
+  response->set_backend(options_->device.is_cpu() ? "gloo" : "nccl");
+  return grpc::Status::OK;
+}
+
+grpc::Status GroupServiceImpl::Set(grpc::ServerContext*,
+                                   const v1::SetRequest* request,
+                                   v1::SetResponse*) {
+  return ToGrpcStatus(store_->Set(request->key(), request->value()));
+}
+
+grpc::Status GroupServiceImpl::Get(grpc::ServerContext*,
+                                   const v1::GetRequest* request,
+                                   v1::GetResponse* response) {
+  absl::StatusOr<std::string> value = store_->Get(request->key());
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  response->set_value(*std::move(value));
+  return grpc::Status::OK;
+}
+
+grpc::Status GroupServiceImpl::Wait(grpc::ServerContext*,
+                                    const v1::WaitRequest* request,
+                                    v1::WaitResponse*) {
+  if (request->timeout_ms() < 1 ||
+      request->timeout_ms() > kMaxWaitMilliseconds) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms: ", request->timeout_ms(), "; expected 1 to ",
+                     kMaxWaitMilliseconds)));
+  }
+  const std::vector<std::string> keys(request->keys().begin(),
+                                      request->keys().end());
+  return ToGrpcStatus(
+      store_->Wait(keys, absl::Milliseconds(request->timeout_ms())));
+}
+
+grpc::Status GroupServiceImpl::Add(grpc::ServerContext*,
+                                   const v1::AddRequest* request,
+                                   v1::AddResponse* response) {
+  absl::StatusOr<int64_t> value = store_->Add(request->key(), request->delta());
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  response->set_value(*value);
+  return grpc::Status::OK;
+}
+
+}  // namespace distopt

@@ -1,0 +1,38 @@
+// distopt.v1.GroupService: the daemon's data-parallel group, from its
+// options, and the key-value store. Holds no state of its own.
+#ifndef DISTOPT_SERVER_GROUP_SERVICE_H_
+#define DISTOPT_SERVER_GROUP_SERVICE_H_
+
+#include "proto/distopt/v1/group.grpc.pb.h"
+#include "server/comm/key_value_store.h"
+#include "server/worker_options.h"
+
+namespace distopt {
+
+class GroupServiceImpl final : public v1::GroupService::Service {
+ public:
+  // Both must outlive the service.
+  GroupServiceImpl(const WorkerOptions* options, KeyValueStore* store)
+      : options_(options), store_(store) {}
+
+  grpc::Status GetGroup(grpc::ServerContext* context,
+                        const v1::GetGroupRequest* request,
+                        v1::GroupInfo* response) override;
+  grpc::Status Set(grpc::ServerContext* context, const v1::SetRequest* request,
+                   v1::SetResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                   v1::GetResponse* response) override;
+  grpc::Status Wait(grpc::ServerContext* context,
+                    const v1::WaitRequest* request,
+                    v1::WaitResponse* response) override;
+  grpc::Status Add(grpc::ServerContext* context, const v1::AddRequest* request,
+                   v1::AddResponse* response) override;
+
+ private:
+  const WorkerOptions* const options_;
+  KeyValueStore* const store_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_GROUP_SERVICE_H_
