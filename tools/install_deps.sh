@@ -19,6 +19,7 @@ packages=(
   libgrpc++-dev
   libabsl-dev
   libopenblas-dev
+  libgloo-dev            # CPU collectives among data-parallel ranks
   zlib1g-dev             # the digits demo reads data/digits/digits.csv.gz
   # Tests and benchmarks
   libgtest-dev

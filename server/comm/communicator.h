@@ -1,0 +1,36 @@
+// Communicator: collectives among the ranks of a data-parallel group. The
+// gloo backend (gloo_communicator.h) serves CPU tensors. Every collective has
+// a timeout: a dead or missing peer is an error on each surviving rank,
+// never a hang. One collective at a time per communicator (the caller
+// serialises, as torch's process groups do per stream).
+#ifndef DISTOPT_SERVER_COMM_COMMUNICATOR_H_
+#define DISTOPT_SERVER_COMM_COMMUNICATOR_H_
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace distopt {
+
+enum class ReduceOp { kSum, kAverage };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: every rank ends with the reduction over all ranks.
+  virtual absl::Status AllReduce(absl::Span<float> values, ReduceOp op) = 0;
+  // In place: every rank ends with `root`'s values.
+  virtual absl::Status Broadcast(absl::Span<float> values, int root) = 0;
+  // `output` (size() x input.size()) ends with every rank's input, in rank
+  // order.
+  virtual absl::Status AllGather(absl::Span<const float> input,
+                                 absl::Span<float> output) = 0;
+  virtual absl::Status Barrier() = 0;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_COMM_COMMUNICATOR_H_

@@ -1,0 +1,182 @@
+#include "server/comm/gloo_communicator.h"
+
+#include <chrono>
+#include <exception>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace distopt {
+namespace {
+
+// gloo's store interface over ours. gloo expects get() to block until the
+// key exists and failures to be thrown.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(RendezvousStore* store, std::string prefix,
+                   absl::Duration timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(store_->Set(Key(key), std::string(data.begin(), data.end())));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<std::string> value = store_->Get(Key(key), timeout_);
+    Check(value.status());
+    return std::vector<char>(value->begin(), value->end());
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    for (const std::string& key : keys) prefixed.push_back(Key(key));
+    Check(store_->Wait(prefixed, absl::FromChrono(timeout)));
+  }
+
+ private:
+  std::string Key(const std::string& key) const {
+    return absl::StrCat(prefix_, "/", key);
+  }
+  static void Check(const absl::Status& status) {
+    if (!status.ok()) throw gloo::IoException(std::string(status.message()));
+  }
+
+  RendezvousStore* const store_;
+  const std::string prefix_;
+  const absl::Duration timeout_;
+};
+
+// Runs a gloo call and turns its exceptions into a status naming `what`.
+template <typename Call>
+absl::Status Guard(absl::string_view what, Call call) {
+  try {
+    call();
+    return absl::OkStatus();
+  } catch (const gloo::IoException& e) {
+    const std::string message = e.what();
+    const bool timed_out = message.find("imed out") != std::string::npos ||
+                           message.find("not set within") != std::string::npos;
+    const std::string text = absl::StrCat(what, ": ", message);
+    return timed_out ? absl::DeadlineExceededError(text)
+                     : absl::UnavailableError(text);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context,
+                   std::chrono::milliseconds timeout)
+      : context_(std::move(context)), timeout_(timeout) {}
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    absl::Status status = Guard("all-reduce", [&] {
+      gloo::AllreduceOptions options(context_);
+      options.setOutput(values.data(), values.size());
+      options.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(
+              &gloo::sum<float>));
+      options.setTag(next_tag_++);
+      options.setTimeout(timeout_);
+      gloo::allreduce(options);
+    });
+    if (status.ok() && op == ReduceOp::kAverage) {
+      const float scale = 1.0f / static_cast<float>(size());
+      for (float& value : values) value *= scale;
+    }
+    return status;
+  }
+
+  absl::Status Broadcast(absl::Span<float> values, int root) override {
+    if (root < 0 || root >= size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "root: ", root, "; expected a rank from 0 to ", size() - 1));
+    }
+    return Guard("broadcast", [&] {
+      gloo::BroadcastOptions options(context_);
+      options.setOutput(values.data(), values.size());
+      options.setRoot(root);
+      options.setTag(next_tag_++);
+      options.setTimeout(timeout_);
+      gloo::broadcast(options);
+    });
+  }
+
+  absl::Status AllGather(absl::Span<const float> input,
+                         absl::Span<float> output) override {
+    if (output.size() != input.size() * size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " elements; expected ",
+                       input.size() * size(), " (size x input)"));
+    }
+    return Guard("all-gather", [&] {
+      gloo::AllgatherOptions options(context_);
+      options.setInput(const_cast<float*>(input.data()), input.size());
+      options.setOutput(output.data(), output.size());
+      options.setTag(next_tag_++);
+      options.setTimeout(timeout_);
+      gloo::allgather(options);
+    });
+  }
+
+  absl::Status Barrier() override {
+    return Guard("barrier", [&] {
+      gloo::BarrierOptions options(context_);
+      options.setTag(next_tag_++);
+      options.setTimeout(timeout_);
+      gloo::barrier(options);
+    });
+  }
+
+ private:
+  const std::shared_ptr<gloo::rendezvous::Context> context_;
+  const std::chrono::milliseconds timeout_;
+  // Every rank issues the same collectives in the same order, so the tags
+  // match.
+  uint32_t next_tag_ = 1;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    const GlooOptions& options, RendezvousStore* store) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: ", options.rank, "; expected 0 to ",
+                     options.size - 1, " for a group of ", options.size));
+  }
+  const auto timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout));
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  absl::Status status = Guard("rendezvous", [&] {
+    gloo::transport::tcp::attr attr(options.hostname.c_str());
+    std::shared_ptr<gloo::transport::Device> device =
+        gloo::transport::tcp::CreateDevice(attr);
+    context =
+        std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(timeout);
+    GlooStoreAdapter adapter(store, options.prefix, options.timeout);
+    context->connectFullMesh(adapter, device);
+  });
+  if (!status.ok()) return status;
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(std::move(context), timeout));
+}
+
+}  // namespace distopt

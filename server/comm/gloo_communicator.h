@@ -1,0 +1,37 @@
+// GlooCommunicator: collectives over TCP with gloo (Debian's libgloo),
+// bootstrapped through a RendezvousStore. gloo reports failures with
+// exceptions; they stop here and come back as absl::Status (DEADLINE_EXCEEDED
+// for a timeout, UNAVAILABLE for a lost peer).
+#ifndef DISTOPT_SERVER_COMM_GLOO_COMMUNICATOR_H_
+#define DISTOPT_SERVER_COMM_GLOO_COMMUNICATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/comm/communicator.h"
+#include "server/comm/rendezvous_store.h"
+
+namespace distopt {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // The address this rank's TCP pairs bind to.
+  std::string hostname = "127.0.0.1";
+  // Keys in the store are prefixed, so several groups can share one store.
+  std::string prefix = "gloo";
+  // For the rendezvous and for every collective.
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// Connects to every other rank (all ranks call this together).
+// INVALID_ARGUMENT for a rank outside [0, size); DEADLINE_EXCEEDED when
+// peers do not show up within the timeout.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    const GlooOptions& options, RendezvousStore* store);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_COMM_GLOO_COMMUNICATOR_H_

@@ -1,0 +1,118 @@
+// Three gloo ranks in one process, over loopback TCP, bootstrapped through
+// one key-value store; and a rank whose peer never comes.
+#include "server/comm/gloo_communicator.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::Each;
+using ::testing::ElementsAre;
+
+// Runs body(communicator) on `size` ranks at once.
+template <typename Body>
+void OnRanks(int size, Body body) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < size; ++r) {
+    ranks.emplace_back([&, r] {
+      GlooOptions options;
+      options.rank = r;
+      options.size = size;
+      options.timeout = absl::Seconds(20);
+      absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+          CreateGlooCommunicator(options, &rendezvous);
+      ASSERT_TRUE(communicator.ok()) << communicator.status();
+      body(**communicator);
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+}
+
+TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
+  OnRanks(3, [](Communicator& c) {
+    std::vector<float> values(1000, static_cast<float>(c.rank() + 1));
+    ASSERT_TRUE(c.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok());
+    EXPECT_THAT(values, Each(6.0f));  // 1 + 2 + 3.
+    ASSERT_TRUE(c.AllReduce(absl::MakeSpan(values), ReduceOp::kAverage).ok());
+    EXPECT_THAT(values, Each(6.0f));
+
+    std::vector<float> broadcast = {static_cast<float>(c.rank()), 7.0f};
+    ASSERT_TRUE(c.Broadcast(absl::MakeSpan(broadcast), /*root=*/1).ok());
+    EXPECT_THAT(broadcast, ElementsAre(1.0f, 7.0f));
+
+    const std::vector<float> mine = {static_cast<float>(c.rank()),
+                                     static_cast<float>(10 * c.rank())};
+    std::vector<float> everyone(6);
+    ASSERT_TRUE(c.AllGather(mine, absl::MakeSpan(everyone)).ok());
+    EXPECT_THAT(everyone, ElementsAre(0, 0, 1, 10, 2, 20));
+    EXPECT_TRUE(c.Barrier().ok());
+    EXPECT_EQ(c.Broadcast(absl::MakeSpan(broadcast), 5).code(),
+              absl::StatusCode::kInvalidArgument);
+  });
+}
+
+TEST(GlooCommunicatorTest, AMissingPeerIsADeadlineNotAHang) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  GlooOptions options;
+  options.rank = 0;
+  options.size = 2;  // Rank 1 never comes.
+  options.timeout = absl::Seconds(1);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      CreateGlooCommunicator(options, &rendezvous);
+  EXPECT_FALSE(communicator.ok());
+  EXPECT_EQ(communicator.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << communicator.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+}
+
+TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  absl::Status survivor;
+  absl::Duration took;
+  std::thread dying([&] {
+    GlooOptions options;
+    options.rank = 1;
+    options.size = 2;
+    options.timeout = absl::Seconds(3);
+    // Joins, then goes away without taking part in the all-reduce.
+    EXPECT_TRUE(CreateGlooCommunicator(options, &rendezvous).ok());
+  });
+  GlooOptions options;
+  options.rank = 0;
+  options.size = 2;
+  options.timeout = absl::Seconds(3);
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      CreateGlooCommunicator(options, &rendezvous);
+  dying.join();
+  ASSERT_TRUE(communicator.ok()) << communicator.status();
+  std::vector<float> values(100, 1.0f);
+  const absl::Time start = absl::Now();
+  survivor = (*communicator)->AllReduce(absl::MakeSpan(values), ReduceOp::kSum);
+  took = absl::Now() - start;
+  EXPECT_FALSE(survivor.ok());
+  EXPECT_LT(took, absl::Seconds(15)) << survivor;
+}
+
+TEST(GlooCommunicatorTest, BadRankIsRefused) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  GlooOptions options;
+  options.rank = 2;
+  options.size = 2;
+  EXPECT_EQ(CreateGlooCommunicator(options, &rendezvous).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace distopt
