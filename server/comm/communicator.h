@@ -28,6 +28,10 @@ class Communicator {
   // order.
   virtual absl::Status AllGather(absl::Span<const float> input,
                                  absl::Span<float> output) = 0;
+  // `input` (size() x output.size()) is reduced over all ranks; rank r
+  // keeps block r of the result in `output`.
+  virtual absl::Status ReduceScatter(absl::Span<const float> input,
+                                     absl::Span<float> output, ReduceOp op) = 0;
   virtual absl::Status Barrier() = 0;
 };
 

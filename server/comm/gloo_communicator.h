@@ -27,10 +27,24 @@ struct GlooOptions {
 };
 
 // Connects to every other rank (all ranks call this together).
+//
+// Subgroups, as torch's dist.new_subgroups: contiguous blocks of
+// `subgroup_size` ranks; CreateGlooSubgroup connects this rank to the other
+// members of its block (every rank calls it together, with the same size).
+struct SubgroupOptions {
+  int subgroup_size = 1;
+};
 // INVALID_ARGUMENT for a rank outside [0, size); DEADLINE_EXCEEDED when
 // peers do not show up within the timeout.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const GlooOptions& options, RendezvousStore* store);
+
+// This rank's subgroup: ranks [b * size, (b + 1) * size) of the group, with
+// ranks renumbered from 0. INVALID_ARGUMENT when the group's size is not a
+// multiple of the subgroup size.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooSubgroup(
+    const GlooOptions& group, const SubgroupOptions& subgroup,
+    RendezvousStore* store);
 
 }  // namespace distopt
 

@@ -53,6 +53,13 @@ TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
     std::vector<float> everyone(6);
     ASSERT_TRUE(c.AllGather(mine, absl::MakeSpan(everyone)).ok());
     EXPECT_THAT(everyone, ElementsAre(0, 0, 1, 10, 2, 20));
+    std::vector<float> scattered(2);
+    const std::vector<float> blocks = {1, 2, 3, 4, 5, 6};
+    ASSERT_TRUE(
+        c.ReduceScatter(blocks, absl::MakeSpan(scattered), ReduceOp::kSum)
+            .ok());
+    EXPECT_THAT(scattered, ElementsAre(3 * blocks[2 * c.rank()],
+                                       3 * blocks[2 * c.rank() + 1]));
     EXPECT_TRUE(c.Barrier().ok());
     EXPECT_EQ(c.Broadcast(absl::MakeSpan(broadcast), 5).code(),
               absl::StatusCode::kInvalidArgument);
@@ -102,6 +109,37 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
   took = absl::Now() - start;
   EXPECT_FALSE(survivor.ok());
   EXPECT_LT(took, absl::Seconds(15)) << survivor;
+}
+
+TEST(GlooCommunicatorTest, SubgroupsAreContiguousBlocks) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  std::vector<std::thread> ranks;
+  std::vector<float> results(4);
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([&, r] {
+      GlooOptions group;
+      group.rank = r;
+      group.size = 4;
+      group.timeout = absl::Seconds(20);
+      absl::StatusOr<std::unique_ptr<Communicator>> sub =
+          CreateGlooSubgroup(group, {2}, &rendezvous);
+      ASSERT_TRUE(sub.ok()) << sub.status();
+      EXPECT_EQ((*sub)->size(), 2);
+      EXPECT_EQ((*sub)->rank(), r % 2);
+      std::vector<float> value = {static_cast<float>(r)};
+      ASSERT_TRUE(
+          (*sub)->AllReduce(absl::MakeSpan(value), ReduceOp::kSum).ok());
+      results[r] = value[0];
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  // Blocks {0, 1} and {2, 3}.
+  EXPECT_THAT(results, ElementsAre(1, 1, 5, 5));
+  GlooOptions group;
+  group.size = 4;
+  EXPECT_EQ(CreateGlooSubgroup(group, {3}, &rendezvous).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(GlooCommunicatorTest, BadRankIsRefused) {
