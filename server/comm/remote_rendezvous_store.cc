@@ -1,0 +1,73 @@
+#include "server/comm/remote_rendezvous_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace distopt {
+namespace {
+
+// Room for the network on top of a Wait's own timeout.
+constexpr absl::Duration kCallSlack = absl::Seconds(10);
+
+absl::Status Annotate(const grpc::Status& status, const std::string& address) {
+  absl::Status converted = FromGrpcStatus(status);
+  if (converted.ok()) return converted;
+  return absl::Status(
+      converted.code(),
+      absl::StrCat("rendezvous store at ", address, ": ", converted.message()));
+}
+
+}  // namespace
+
+RemoteRendezvousStore::RemoteRendezvousStore(const std::string& address)
+    : address_(address),
+      stub_(v1::GroupService::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+absl::Status RemoteRendezvousStore::Set(const std::string& key,
+                                        const std::string& value) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallSlack));
+  v1::SetRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  v1::SetResponse response;
+  return Annotate(stub_->Set(&context, request, &response), address_);
+}
+
+absl::StatusOr<std::string> RemoteRendezvousStore::Get(const std::string& key,
+                                                       absl::Duration timeout) {
+  absl::Status waited = Wait({key}, timeout);
+  if (!waited.ok()) return waited;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallSlack));
+  v1::GetRequest request;
+  request.set_key(key);
+  v1::GetResponse response;
+  absl::Status status =
+      Annotate(stub_->Get(&context, request, &response), address_);
+  if (!status.ok()) return status;
+  return response.value();
+}
+
+absl::Status RemoteRendezvousStore::Wait(const std::vector<std::string>& keys,
+                                         absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout + kCallSlack));
+  // Until the store's daemon is up, keep trying rather than fail at once.
+  context.set_wait_for_ready(true);
+  v1::WaitRequest request;
+  for (const std::string& key : keys) request.add_keys(key);
+  request.set_timeout_ms(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  v1::WaitResponse response;
+  return Annotate(stub_->Wait(&context, request, &response), address_);
+}
+
+}  // namespace distopt
