@@ -1,0 +1,122 @@
+#include "server/zero/zero_optimizer.h"
+
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
+
+namespace distopt {
+
+absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
+    Communicator* communicator, const OptimizerKind* kind,
+    std::vector<ZeroParamGroup> groups) {
+  std::vector<std::vector<int64_t>> counts;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    counts.emplace_back();
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor& p = *groups[g].params[i];
+      if (p.dtype() != DType::kFloat32 || !p.device().is_cpu()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("groups[", g, "].params[", i, "]: ", p.DebugString(),
+                         "; expected float32 on cpu"));
+      }
+      counts.back().push_back(p.num_elements());
+    }
+  }
+  absl::StatusOr<ZeroPartition> partition =
+      PartitionParameters(counts, communicator->size());
+  if (!partition.ok()) return partition.status();
+  std::vector<std::unique_ptr<FunctionalOptimizer>> local;
+  const int rank = communicator->rank();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<ParameterLayout> layouts;
+    for (int index : partition->parameters[rank][g]) {
+      layouts.push_back({DType::kFloat32, groups[g].params[index]->shape()});
+    }
+    absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
+        FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts);
+    if (!optimizer.ok()) return optimizer.status();
+    local.push_back(layouts.empty() ? nullptr : *std::move(optimizer));
+  }
+  return std::unique_ptr<ZeroOptimizer>(
+      new ZeroOptimizer(communicator, std::move(groups), *std::move(partition),
+                        std::move(local)));
+}
+
+absl::Status ZeroOptimizer::Step(
+    const std::vector<std::vector<const Tensor*>>& grads) {
+  if (grads.size() != groups_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grads: ", grads.size(), " groups; expected ", groups_.size()));
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (grads[g].size() != groups_[g].params.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grads[", g, "]: ", grads[g].size(),
+                       " gradients; expected ", groups_[g].params.size()));
+    }
+    for (size_t i = 0; i < grads[g].size(); ++i) {
+      const Tensor* grad = grads[g][i];
+      if (grad != nullptr && (grad->dtype() != DType::kFloat32 ||
+                              grad->shape() != groups_[g].params[i]->shape())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grads[", g, "][", i, "]: ", grad->DebugString(),
+                         "; expected ", groups_[g].params[i]->DebugString()));
+      }
+    }
+  }
+  // 1. Average every gradient across ranks.
+  std::vector<std::vector<std::optional<Tensor>>> averaged(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    averaged[g].resize(grads[g].size());
+    for (size_t i = 0; i < grads[g].size(); ++i) {
+      if (grads[g][i] == nullptr) continue;
+      absl::StatusOr<Tensor> copy = grads[g][i]->CloneTo(CpuBackend());
+      if (!copy.ok()) return copy.status();
+      absl::Status status = communicator_->AllReduce(copy->host_span<float>(),
+                                                     ReduceOp::kAverage);
+      if (!status.ok()) return status;
+      averaged[g][i] = *std::move(copy);
+    }
+  }
+  // 2. Step this rank's partition.
+  const int rank = communicator_->rank();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (local_[g] == nullptr) continue;
+    std::vector<Tensor*> params;
+    std::vector<const Tensor*> own_grads;
+    for (int index : partition_.parameters[rank][g]) {
+      params.push_back(groups_[g].params[index]);
+      own_grads.push_back(averaged[g][index].has_value() ? &*averaged[g][index]
+                                                         : nullptr);
+    }
+    absl::Status status = local_[g]->Step(params, own_grads);
+    if (!status.ok()) return status;
+  }
+  // 3. Every parameter from its owner to all ranks.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      if (!averaged[g][i].has_value()) continue;
+      absl::Status status = communicator_->Broadcast(
+          groups_[g].params[i]->host_span<float>(), partition_.owner[g][i]);
+      if (!status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t ZeroOptimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& optimizer : local_) {
+    if (optimizer == nullptr) continue;
+    for (size_t i = 0; i < optimizer->parameters().size(); ++i) {
+      for (const auto& [name, buffer] : optimizer->state(i).buffers) {
+        bytes += static_cast<int64_t>(buffer.byte_size());
+      }
+    }
+  }
+  return bytes;
+}
+
+}  // namespace distopt
