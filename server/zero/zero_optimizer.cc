@@ -1,16 +1,97 @@
 #include "server/zero/zero_optimizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cpu_backend.h"
 
 namespace distopt {
 
+namespace {
+
+// 48 bits of a hash as three floats, each exactly representable, so that
+// they cross an all-gather unchanged. FNV-1a, not absl::Hash: that one is
+// seeded per process, and the ranks are different processes.
+std::vector<float> HashAsFloats(absl::string_view text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return {static_cast<float>(hash & 0xffff),
+          static_cast<float>((hash >> 16) & 0xffff),
+          static_cast<float>((hash >> 32) & 0xffff)};
+}
+
+// The parts of the specification every rank must share, by name.
+std::vector<std::pair<std::string, std::string>> Specification(
+    const std::string& kind_name, const std::vector<ZeroParamGroup>& groups) {
+  std::string hyperparameters;
+  std::string shapes;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::pair<std::string, std::string>> sorted;
+    for (const auto& [name, value] : groups[g].hyperparameters) {
+      sorted.emplace_back(name, HyperValueToString(value));
+    }
+    std::sort(sorted.begin(), sorted.end());
+    absl::StrAppend(&hyperparameters, "group ", g, ":");
+    for (const auto& [name, value] : sorted) {
+      absl::StrAppend(&hyperparameters, " ", name, "=", value);
+    }
+    absl::StrAppend(&shapes, "group ", g, ":");
+    for (const Tensor* p : groups[g].params) {
+      absl::StrAppend(&shapes, " ", ShapeToString(p->shape()));
+    }
+    absl::StrAppend(&hyperparameters, ";");
+    absl::StrAppend(&shapes, ";");
+  }
+  return {{"optimizer kind", kind_name},
+          {"hyperparameters", hyperparameters},
+          {"parameter groups and shapes", shapes}};
+}
+
+// FAILED_PRECONDITION on every rank, naming the part and the ranks, when
+// the ranks' specifications differ.
+absl::Status CheckSameSpecification(
+    Communicator& communicator,
+    const std::vector<std::pair<std::string, std::string>>& parts) {
+  std::vector<float> mine;
+  for (const auto& part : parts) {
+    for (float f : HashAsFloats(part.second)) mine.push_back(f);
+  }
+  std::vector<float> all(mine.size() * communicator.size());
+  absl::Status status = communicator.AllGather(mine, absl::MakeSpan(all));
+  if (!status.ok()) return status;
+  for (size_t part = 0; part < parts.size(); ++part) {
+    std::vector<int> differing;
+    for (int r = 1; r < communicator.size(); ++r) {
+      for (int k = 0; k < 3; ++k) {
+        if (all[r * mine.size() + part * 3 + k] != all[part * 3 + k]) {
+          differing.push_back(r);
+          break;
+        }
+      }
+    }
+    if (!differing.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          parts[part].first, ": rank(s) ", absl::StrJoin(differing, ", "),
+          " differ from rank 0 (this rank, ", communicator.rank(), ", has ",
+          parts[part].second,
+          "); expected the same specification on every "
+          "rank"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
-    std::vector<ZeroParamGroup> groups) {
+    const std::string& kind_name, std::vector<ZeroParamGroup> groups) {
   std::vector<std::vector<int64_t>> counts;
   for (size_t g = 0; g < groups.size(); ++g) {
     counts.emplace_back();
@@ -24,6 +105,9 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
       counts.back().push_back(p.num_elements());
     }
   }
+  absl::Status same =
+      CheckSameSpecification(*communicator, Specification(kind_name, groups));
+  if (!same.ok()) return same;
   absl::StatusOr<ZeroPartition> partition =
       PartitionParameters(counts, communicator->size());
   if (!partition.ok()) return partition.status();

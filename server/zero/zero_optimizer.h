@@ -29,10 +29,12 @@ struct ZeroParamGroup {
 class ZeroOptimizer {
  public:
   // `communicator` must outlive the optimizer. INVALID_ARGUMENT for
-  // parameters that are not host float32, or bad hyperparameters.
+  // parameters that are not host float32, or bad hyperparameters;
+  // FAILED_PRECONDITION on every rank, saying what differs, when the ranks
+  // were not given the same kind, hyperparameters and parameter shapes.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
-      std::vector<ZeroParamGroup> groups);
+      const std::string& kind_name, std::vector<ZeroParamGroup> groups);
 
   // grads[g][i] for params[g][i] (host float32, same shape). Every rank
   // must pass gradients for the same parameters (a null one is skipped on

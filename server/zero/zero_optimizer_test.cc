@@ -120,7 +120,8 @@ void RunZero(const std::string& kind, int world_size) {
         for (Tensor& p : params[g]) groups[g].params.push_back(&p);
       }
       absl::StatusOr<std::unique_ptr<ZeroOptimizer>> zero =
-          ZeroOptimizer::Create(communicator.get(), optimizer_kind, groups);
+          ZeroOptimizer::Create(communicator.get(), optimizer_kind, kind,
+                                groups);
       ASSERT_TRUE(zero.ok()) << zero.status();
       for (int s = 0; s < kSteps; ++s) {
         std::vector<std::vector<Tensor>> grads(kShapes.size());
@@ -172,6 +173,39 @@ TEST(ZeroOptimizerTest, AdamOnThreeRanksMatchesOneLocalOptimizer) {
 }
 TEST(ZeroOptimizerTest, AdamOnTwoRanksMatchesOneLocalOptimizer) {
   RunZero("adam", 2);
+}
+
+TEST(ZeroOptimizerTest, MismatchedSpecificationsFailOnEveryRank) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  std::vector<absl::Status> results(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      GlooOptions options;
+      options.rank = r;
+      options.size = 3;
+      options.timeout = absl::Seconds(30);
+      std::unique_ptr<Communicator> communicator =
+          *CreateGlooCommunicator(options, &rendezvous);
+      Tensor p = Initial(0, 0, {8});
+      ZeroParamGroup group;
+      // Rank 2 was given another learning rate.
+      group.hyperparameters = {{"lr", r == 2 ? 0.5 : 0.1}};
+      group.params = {&p};
+      results[r] = ZeroOptimizer::Create(communicator.get(),
+                                         *registry->Find("sgd"), "sgd", {group})
+                       .status();
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kFailedPrecondition) << r;
+    EXPECT_THAT(results[r].message(),
+                ::testing::HasSubstr("hyperparameters: rank(s) 2 differ"))
+        << r;
+  }
 }
 
 }  // namespace
