@@ -82,11 +82,12 @@ double DeviceCopyBandwidth(Backend& gpu) {
 }
 
 double TorchSecondsPerStep(const std::string& name, const Device& device) {
-    // Debian's python3 holds Debian's torch; elsewhere set DISTOPT_TORCH_PYTHON.
+  // Debian's python3 holds Debian's torch; elsewhere set DISTOPT_TORCH_PYTHON.
   const char* python = std::getenv("DISTOPT_TORCH_PYTHON");
-  const std::string command = absl::StrCat(
-      python != nullptr ? python : "/usr/bin/python3",
-      " tools/bench/torch_optimizer_step.py ", name, " ", kTensors, " ", kElements, " ", kSteps, " ",
+  const std::string command =
+      absl::StrCat(python != nullptr ? python : "/usr/bin/python3",
+                   " tools/bench/torch_optimizer_step.py ", name, " ", kTensors,
+                   " ", kElements, " ", kSteps, " ",
                    device.is_cpu() ? "cpu" : "cuda", " 2>/dev/null");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return 0;
