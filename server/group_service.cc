@@ -8,7 +8,7 @@
 
 namespace distopt {
 
-// The longest a Wait may block.
+// The longest a Wait or Barrier may block.
 constexpr int64_t kMaxWaitMilliseconds = 3600 * 1000;
 
 grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
@@ -19,7 +19,45 @@ grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
   for (const std::string& peer : options_->peers) response->add_peers(peer);
   response->set_rendezvous(options_->rendezvous);
   response->set_backend(options_->device.is_cpu() ? "gloo" : "nccl");
+  const GroupMembership* membership = membership_->load();
+  if (membership == nullptr) {
+    response->set_state(options_->world_size == 1 ? v1::GroupInfo::SINGLE
+                                                  : v1::GroupInfo::JOINING);
+    return grpc::Status::OK;
+  }
+  switch (membership->state()) {
+    case GroupMembership::State::kJoining:
+      response->set_state(v1::GroupInfo::JOINING);
+      break;
+    case GroupMembership::State::kReady:
+      response->set_state(v1::GroupInfo::READY);
+      break;
+    case GroupMembership::State::kFailed:
+      response->set_state(v1::GroupInfo::FAILED);
+      response->set_error(std::string(membership->error().message()));
+      break;
+  }
   return grpc::Status::OK;
+}
+
+grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext*,
+                                       const v1::BarrierRequest* request,
+                                       v1::BarrierResponse*) {
+  if (request->timeout_ms() < 1 ||
+      request->timeout_ms() > kMaxWaitMilliseconds) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms: ", request->timeout_ms(), "; expected 1 to ",
+                     kMaxWaitMilliseconds)));
+  }
+  GroupMembership* membership = membership_->load();
+  if (membership == nullptr) {
+    if (options_->world_size == 1) return grpc::Status::OK;  // Alone.
+    return ToGrpcStatus(
+        absl::UnavailableError("group: the daemon is still starting"));
+  }
+  return ToGrpcStatus(membership->Run(
+      absl::Milliseconds(request->timeout_ms()),
+      [](Communicator& communicator) { return communicator.Barrier(); }));
 }
 
 grpc::Status GroupServiceImpl::Set(grpc::ServerContext*,

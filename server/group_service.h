@@ -3,7 +3,10 @@
 #ifndef DISTOPT_SERVER_GROUP_SERVICE_H_
 #define DISTOPT_SERVER_GROUP_SERVICE_H_
 
+#include <atomic>
+
 #include "proto/distopt/v1/group.grpc.pb.h"
+#include "server/comm/group_membership.h"
 #include "server/comm/key_value_store.h"
 #include "server/worker_options.h"
 
@@ -11,9 +14,14 @@ namespace distopt {
 
 class GroupServiceImpl final : public v1::GroupService::Service {
  public:
-  // Both must outlive the service.
-  GroupServiceImpl(const WorkerOptions* options, KeyValueStore* store)
-      : options_(options), store_(store) {}
+  // All must outlive the service; `membership` is null for a group of one.
+  GroupServiceImpl(const WorkerOptions* options, KeyValueStore* store,
+                   const std::atomic<GroupMembership*>* membership)
+      : options_(options), store_(store), membership_(membership) {}
+
+  grpc::Status Barrier(grpc::ServerContext* context,
+                       const v1::BarrierRequest* request,
+                       v1::BarrierResponse* response) override;
 
   grpc::Status GetGroup(grpc::ServerContext* context,
                         const v1::GetGroupRequest* request,
@@ -31,6 +39,8 @@ class GroupServiceImpl final : public v1::GroupService::Service {
  private:
   const WorkerOptions* const options_;
   KeyValueStore* const store_;
+  // Set once the daemon serves (the membership starts after the server).
+  const std::atomic<GroupMembership*>* const membership_;
 };
 
 }  // namespace distopt

@@ -38,6 +38,8 @@ ABSL_FLAG(std::vector<std::string>, optimizer_plugin, {},
           "flag repeated); see server/optim/plugin_api.h");
 ABSL_FLAG(absl::Duration, context_ttl, absl::Minutes(30),
           "autograd contexts idle longer than this are collected");
+ABSL_FLAG(absl::Duration, group_timeout, absl::Minutes(5),
+          "how long to wait for the other ranks of the group to join");
 ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
 ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
   options.optimizer_plugins =
       RepeatedFlagValues(argc, argv, "optimizer_plugin");
   options.context_ttl = absl::GetFlag(FLAGS_context_ttl);
+  options.group_timeout = absl::GetFlag(FLAGS_group_timeout);
   options.rank = absl::GetFlag(FLAGS_rank);
   options.world_size = absl::GetFlag(FLAGS_world_size);
   options.peers = absl::GetFlag(FLAGS_peers);

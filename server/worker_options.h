@@ -38,6 +38,9 @@ struct WorkerOptions {
   // crashed never releases its contexts).
   absl::Duration context_ttl = absl::Minutes(30);
 
+  // How long a rank waits for the others to join its group.
+  absl::Duration group_timeout = absl::Minutes(5);
+
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;

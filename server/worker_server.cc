@@ -1,5 +1,7 @@
 #include "server/worker_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -38,7 +40,7 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
       parameter_service_(&parameters_),
       autograd_service_(&contexts_, &parameters_, &ops_),
-      group_service_(&options_, &group_store_),
+      group_service_(&options_, &group_store_, &membership_view_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_),
       health_service_(&health_) {}
 
@@ -99,6 +101,27 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   worker->address_ = absl::StrCat(host, ":", worker->port_);
+  if (options.world_size > 1) {
+    GroupSettings group;
+    group.rank = options.rank;
+    group.world_size = options.world_size;
+    if (options.rank != 0) {
+      group.rank0_address =
+          options.rendezvous.empty() ? options.peers[0] : options.rendezvous;
+    }
+    // Peers connect to this address: a wildcard listen address is no use
+    // to them, the machine's name is.
+    group.hostname = host;
+    if (host == "0.0.0.0" || host == "[::]") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      group.hostname = name;
+    }
+    group.timeout = options.group_timeout;
+    worker->membership_ =
+        std::make_unique<GroupMembership>(group, &worker->group_store_);
+    worker->membership_view_ = worker->membership_.get();
+  }
   WorkerServer* self = worker.get();
   worker->context_collector_ = std::thread([self] {
     const absl::Duration period =
@@ -120,6 +143,8 @@ absl::Status WorkerServer::Shutdown() {
   health_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  membership_view_ = nullptr;
+  membership_.reset();  // Gives up a rendezvous still waiting for peers.
   stopping_.Notify();
   context_collector_.join();
   // No call is in flight any more: the values are final.

@@ -9,6 +9,7 @@
 #ifndef DISTOPT_SERVER_WORKER_SERVER_H_
 #define DISTOPT_SERVER_WORKER_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,6 +71,9 @@ class WorkerServer {
   ContextTable contexts_;
   OpRegistry ops_;
   KeyValueStore group_store_;
+  // Joins the data-parallel group once serving (world size > 1).
+  std::unique_ptr<GroupMembership> membership_;
+  std::atomic<GroupMembership*> membership_view_{nullptr};
   OptimizerTable optimizers_;
   HealthState health_;
   ParameterServiceImpl parameter_service_;

@@ -1,7 +1,10 @@
 // GroupService on a real daemon: the group it was started in, and the
 // key-value store that bootstraps collectives.
+#include <signal.h>
+
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -97,6 +100,97 @@ TEST_F(GroupServiceTest, WaitTimesOutAndBadTimeoutsAreRefused) {
   status = stub->Wait(&again, wait, &done);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("timeout_ms"));
+}
+
+v1::GroupInfo GetGroup(Client& client, const std::string& address) {
+  auto stub = v1::GroupService::NewStub(client.Channel(address));
+  grpc::ClientContext context;
+  v1::GroupInfo info;
+  EXPECT_TRUE(stub->GetGroup(&context, v1::GetGroupRequest(), &info).ok());
+  return info;
+}
+
+grpc::Status Barrier(Client& client, const std::string& address,
+                     int64_t timeout_ms) {
+  auto stub = v1::GroupService::NewStub(client.Channel(address));
+  grpc::ClientContext context;
+  v1::BarrierRequest request;
+  request.set_timeout_ms(timeout_ms);
+  v1::BarrierResponse response;
+  return stub->Barrier(&context, request, &response);
+}
+
+TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
+  std::unique_ptr<LocalWorker> rank0 = testing::StartWorkerOrDie(
+      {"--rank=0", "--world_size=3", "--rendezvous=127.0.0.1:1",
+       "--group_timeout=60s"});
+  ASSERT_NE(rank0, nullptr);
+  Client client;
+  EXPECT_EQ(GetGroup(client, rank0->address()).state(), v1::GroupInfo::JOINING);
+  std::unique_ptr<LocalWorker> rank1 = testing::StartWorkerOrDie(
+      {"--rank=1", "--world_size=3", "--rendezvous=" + rank0->address()});
+  std::unique_ptr<LocalWorker> rank2 = testing::StartWorkerOrDie(
+      {"--rank=2", "--world_size=3", "--rendezvous=" + rank0->address()});
+  ASSERT_TRUE(rank1 != nullptr && rank2 != nullptr);
+  // A barrier on every rank at once is a real collective among the daemons.
+  std::vector<grpc::Status> results(3);
+  std::vector<std::thread> calls;
+  const std::vector<std::string> addresses = {
+      rank0->address(), rank1->address(), rank2->address()};
+  for (int r = 0; r < 3; ++r) {
+    calls.emplace_back([&, r] {
+      Client own;
+      results[r] = Barrier(own, addresses[r], 30000);
+    });
+  }
+  for (std::thread& call : calls) call.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
+    EXPECT_EQ(GetGroup(client, addresses[r]).state(), v1::GroupInfo::READY);
+  }
+  // A rank that is killed makes the next barrier fail on the others.
+  rank2->Signal(SIGKILL);
+  ASSERT_TRUE(rank2->Wait(absl::Seconds(10)).ok());
+  std::vector<grpc::Status> after(2);
+  std::vector<std::thread> survivors;
+  for (int r = 0; r < 2; ++r) {
+    survivors.emplace_back([&, r] {
+      Client own;
+      after[r] = Barrier(own, addresses[r], 5000);
+    });
+  }
+  for (std::thread& call : survivors) call.join();
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(after[r].ok()) << r;
+}
+
+TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
+  std::unique_ptr<LocalWorker> rank0 =
+      testing::StartWorkerOrDie({"--rank=0", "--world_size=2",
+                                 "--peers=127.0.0.1:1", "--group_timeout=1s"});
+  ASSERT_NE(rank0, nullptr);
+  Client client;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  v1::GroupInfo info;
+  do {
+    info = GetGroup(client, rank0->address());
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (info.state() == v1::GroupInfo::JOINING && absl::Now() < deadline);
+  EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
+  EXPECT_FALSE(info.error().empty());
+  grpc::Status status = Barrier(client, rank0->address(), 1000);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(GroupJoinTest, ShutdownDoesNotWaitForMissingPeers) {
+  std::unique_ptr<LocalWorker> rank1 = testing::StartWorkerOrDie(
+      {"--rank=1", "--world_size=2", "--peers=127.0.0.1:1",
+       "--group_timeout=600s"});
+  ASSERT_NE(rank1, nullptr);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> code = rank1->Stop(absl::Seconds(60));
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 }  // namespace

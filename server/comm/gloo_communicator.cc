@@ -25,13 +25,17 @@ namespace {
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
   GlooStoreAdapter(RendezvousStore* store, std::string prefix,
-                   absl::Duration timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+                   absl::Duration timeout, std::function<bool()> cancelled)
+      : store_(store),
+        prefix_(std::move(prefix)),
+        timeout_(timeout),
+        cancelled_(std::move(cancelled)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     Check(store_->Set(Key(key), std::string(data.begin(), data.end())));
   }
   std::vector<char> get(const std::string& key) override {
+    WaitInSlices({Key(key)}, timeout_);
     absl::StatusOr<std::string> value = store_->Get(Key(key), timeout_);
     Check(value.status());
     return std::vector<char>(value->begin(), value->end());
@@ -43,13 +47,33 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> prefixed;
     for (const std::string& key : keys) prefixed.push_back(Key(key));
-    Check(store_->Wait(prefixed, absl::FromChrono(timeout)));
+    WaitInSlices(prefixed, absl::FromChrono(timeout));
   }
 
  private:
   std::string Key(const std::string& key) const {
     return absl::StrCat(prefix_, "/", key);
   }
+  // Waits in short slices, so that a cancellation is noticed.
+  void WaitInSlices(const std::vector<std::string>& keys,
+                    absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      if (cancelled_ && cancelled_()) {
+        throw gloo::IoException("the rendezvous was cancelled");
+      }
+      const absl::Duration left = deadline - absl::Now();
+      const absl::Duration slice = std::min(left, absl::Milliseconds(200));
+      absl::Status status =
+          store_->Wait(keys, std::max(slice, absl::Milliseconds(1)));
+      if (status.ok()) return;
+      if (status.code() != absl::StatusCode::kDeadlineExceeded ||
+          absl::Now() >= deadline) {
+        Check(status);
+      }
+    }
+  }
+
   static void Check(const absl::Status& status) {
     if (!status.ok()) throw gloo::IoException(std::string(status.message()));
   }
@@ -57,6 +81,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   RendezvousStore* const store_;
   const std::string prefix_;
   const absl::Duration timeout_;
+  const std::function<bool()> cancelled_;
 };
 
 // Runs a gloo call and turns its exceptions into a status naming `what`.
@@ -70,6 +95,9 @@ absl::Status Guard(absl::string_view what, Call call) {
     const bool timed_out = message.find("imed out") != std::string::npos ||
                            message.find("not set within") != std::string::npos;
     const std::string text = absl::StrCat(what, ": ", message);
+    if (message.find("was cancelled") != std::string::npos) {
+      return absl::CancelledError(text);
+    }
     return timed_out ? absl::DeadlineExceededError(text)
                      : absl::UnavailableError(text);
   } catch (const std::exception& e) {
@@ -190,7 +218,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     context =
         std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(timeout);
-    GlooStoreAdapter adapter(store, options.prefix, options.timeout);
+    GlooStoreAdapter adapter(store, options.prefix, options.timeout,
+                             options.cancelled);
     context->connectFullMesh(adapter, device);
   });
   if (!status.ok()) return status;

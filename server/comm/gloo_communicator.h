@@ -5,6 +5,7 @@
 #ifndef DISTOPT_SERVER_COMM_GLOO_COMMUNICATOR_H_
 #define DISTOPT_SERVER_COMM_GLOO_COMMUNICATOR_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,9 @@ struct GlooOptions {
   std::string prefix = "gloo";
   // For the rendezvous and for every collective.
   absl::Duration timeout = absl::Seconds(30);
+  // Polled while waiting for peers at the rendezvous: true gives up
+  // (CANCELLED), so a daemon shutting down need not wait out the timeout.
+  std::function<bool()> cancelled;
 };
 
 // Connects to every other rank (all ranks call this together).
