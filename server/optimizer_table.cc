@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/autograd/parameter_locks.h"
 
 namespace distopt {
 
@@ -104,38 +105,33 @@ absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
     if (gradients[i].has_value()) grads[i] = &*gradients[i];
   }
   // Lock the parameters in id order: deadlock-free across optimizers.
-  std::vector<Parameter*> order;
-  for (const auto& parameter : e.parameters) order.push_back(parameter.get());
-  std::sort(order.begin(), order.end(),
-            [](Parameter* a, Parameter* b) { return a->id() < b->id(); });
-  for (Parameter* parameter : order) parameter->mutex().Lock();
   absl::Status status;
-  std::vector<Tensor*> values(count);
-  for (size_t i = 0; i < count && status.ok(); ++i) {
-    Parameter& parameter = *e.parameters[i];
-    parameter.mutex().AssertHeld();
-    if (parameter.deleted_locked()) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          "parameter ", parameter.id(), " (\"", parameter.name(),
-          "\") was deleted; expected the optimizer's parameters to exist"));
-    }
-    values[i] = &parameter.values_locked();
-  }
-  if (status.ok()) status = e.optimizer->Step(values, grads);
-  if (status.ok()) {
-    for (size_t i = 0; i < count; ++i) {
-      if (grads[i] == nullptr) {
-        ++result.skipped_parameters;
-        continue;
-      }
+  {
+    ExclusiveParameterLocks locks(e.parameters);
+    std::vector<Tensor*> values(count);
+    for (size_t i = 0; i < count && status.ok(); ++i) {
       Parameter& parameter = *e.parameters[i];
       parameter.mutex().AssertHeld();
-      parameter.BumpVersionLocked();
-      ++result.stepped_parameters;
+      if (parameter.deleted_locked()) {
+        status = absl::FailedPreconditionError(absl::StrCat(
+            "parameter ", parameter.id(), " (\"", parameter.name(),
+            "\") was deleted; expected the optimizer's parameters to exist"));
+      }
+      values[i] = &parameter.values_locked();
     }
-  }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    (*it)->mutex().Unlock();
+    if (status.ok()) status = e.optimizer->Step(values, grads);
+    if (status.ok()) {
+      for (size_t i = 0; i < count; ++i) {
+        if (grads[i] == nullptr) {
+          ++result.skipped_parameters;
+          continue;
+        }
+        Parameter& parameter = *e.parameters[i];
+        parameter.mutex().AssertHeld();
+        parameter.BumpVersionLocked();
+        ++result.stepped_parameters;
+      }
+    }
   }
   if (!status.ok()) return status;
   result.applied = true;

@@ -22,10 +22,9 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
-    "distopt.v1.AutogradService",
-    "distopt.v1.GroupService",
-    "distopt.v1.OptimizerService",
-    "distopt.v1.ParameterService",
+    "distopt.v1.AutogradService",  "distopt.v1.GroupService",
+    "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
+    "distopt.v1.ZeroService",
 };
 
 }  // namespace
@@ -41,6 +40,9 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       parameter_service_(&parameters_),
       autograd_service_(&contexts_, &parameters_, &ops_),
       group_service_(&options_, &group_store_, &membership_view_),
+      zero_(&parameters_, &contexts_, optimizer_kinds_.get(),
+            &membership_view_),
+      zero_service_(&zero_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_),
       health_service_(&health_) {}
 
@@ -91,6 +93,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.RegisterService(&worker->optimizer_service_);
   builder.RegisterService(&worker->autograd_service_);
   builder.RegisterService(&worker->group_service_);
+  builder.RegisterService(&worker->zero_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {

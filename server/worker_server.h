@@ -29,6 +29,8 @@
 #include "server/parameter_service.h"
 #include "server/parameter_store.h"
 #include "server/worker_options.h"
+#include "server/zero/zero_runner.h"
+#include "server/zero_service.h"
 
 namespace distopt {
 
@@ -79,6 +81,8 @@ class WorkerServer {
   ParameterServiceImpl parameter_service_;
   AutogradServiceImpl autograd_service_;
   GroupServiceImpl group_service_;
+  ZeroRunner zero_;
+  ZeroServiceImpl zero_service_;
   OptimizerServiceImpl optimizer_service_;
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;
