@@ -2,6 +2,8 @@
 // hold the same model, each pushes its own gradients, and a ZeRO step on
 // both leaves identical parameters equal to plain SGD on the averaged
 // gradients, with the optimizer state split between the ranks.
+#include <signal.h>
+
 #include <cstring>
 #include <functional>
 #include <set>
@@ -203,6 +205,39 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
   grpc::Status repeated = CreateZero(0, twice, &info);
   EXPECT_EQ(repeated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(repeated.error_message(), HasSubstr("\"fc1.bias\" is named"));
+}
+
+TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
+  v1::CreateZeroRequest spec = SgdSpec(kLr);
+  spec.set_timeout_ms(5000);
+  std::vector<v1::ZeroInfo> infos(kWorld);
+  std::vector<grpc::Status> created =
+      OnEveryRank([&](int r) { return CreateZero(r, spec, &infos[r]); });
+  ASSERT_TRUE(created[0].ok() && created[1].ok());
+  std::vector<Tensor> before;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::StatusOr<Tensor> values = client_.ReadParameter(params_[0][p]);
+    ASSERT_TRUE(values.ok());
+    before.push_back(*std::move(values));
+  }
+  ranks_[1]->Signal(SIGKILL);
+  ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(10)).ok());
+  const uint64_t context_id = client_.NewContextId();
+  std::vector<std::pair<uint64_t, Tensor>> gradients;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    gradients.emplace_back(params_[0][p].id, RankGradient(0, p, 0));
+  }
+  ASSERT_TRUE(
+      client_.AccumulateGradients(addresses_[0], context_id, gradients).ok());
+  // The survivor's step fails (no hang past the timeout) before it changes
+  // anything: the gradients are averaged before any rank steps.
+  grpc::Status stepped = Step(0, context_id);
+  EXPECT_FALSE(stepped.ok());
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::StatusOr<Tensor> values = client_.ReadParameter(params_[0][p]);
+    ASSERT_TRUE(values.ok());
+    EXPECT_TRUE(testing::SameBytes(*values, before[p])) << kModel[p].first;
+  }
 }
 
 }  // namespace
