@@ -1,18 +1,24 @@
-// ZeroService across real daemons: two ranks joined through rank 0's store
-// hold the same model, each pushes its own gradients, and a ZeRO step on
-// both leaves identical parameters equal to plain SGD on the averaged
-// gradients, with the optimizer state split between the ranks.
+// ZeroService across real daemons: ranks joined through rank 0's store
+// hold the same model, each pushes its own gradients, and ZeRO steps on
+// every rank leave identical parameters, equal bit for bit to one local
+// optimizer fed the averaged gradients, with the optimizer state split
+// between the ranks.
 #include <signal.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <thread>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/zero.grpc.pb.h"
+#include "server/optim/functional_optimizer.h"
+#include "server/optim/registry.h"
 #include "tests/worker_fixture.h"
 
 namespace distopt {
@@ -20,7 +26,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kWorld = 2;
 constexpr double kLr = 0.1;
 constexpr double kMomentum = 0.9;
 const std::vector<std::pair<std::string, Shape>> kModel = {
@@ -29,41 +34,68 @@ const std::vector<std::pair<std::string, Shape>> kModel = {
     {"fc2.weight", {4, 16}},
     {"fc2.bias", {4}}};
 
-v1::CreateZeroRequest SgdSpec(double lr) {
+absl::flat_hash_map<std::string, HyperValue> Hyperparameters(
+    const std::string& kind, double lr) {
+  if (kind == "sgd") return {{"lr", lr}, {"momentum", kMomentum}};
+  return {{"lr", lr / 10}, {"weight_decay", 0.01}};
+}
+
+v1::CreateZeroRequest Spec(const std::string& kind, double lr) {
   v1::CreateZeroRequest request;
-  request.set_kind("sgd");
+  request.set_kind(kind);
   request.set_timeout_ms(30000);
   v1::ZeroParamGroup* group = request.add_groups();
-  (*group->mutable_hyperparameters())["lr"].set_number(lr);
-  (*group->mutable_hyperparameters())["momentum"].set_number(kMomentum);
+  for (const auto& [name, value] : Hyperparameters(kind, lr)) {
+    (*group->mutable_hyperparameters())[name].set_number(
+        std::get<double>(value));
+  }
   for (const auto& [name, shape] : kModel) group->add_parameter_names(name);
   return request;
 }
 
-// The gradient rank `rank` pushes for parameter `p` at step `step`.
+v1::CreateZeroRequest SgdSpec(double lr) { return Spec("sgd", lr); }
+
+Tensor Initial(size_t p) {
+  return testing::Ramp(kModel[p].second, -1.0f, 0.03f);
+}
+
+// Rank `rank`'s gradient of parameter `p` at step `step`: multiples of 1/64
+// small enough that every sum over ranks is exact in float32, in any order.
 Tensor RankGradient(int rank, size_t p, int step) {
-  return testing::Ramp(kModel[p].second, 0.25f * rank - 0.5f * step,
-                       0.01f * (p + 1) * (rank + 1));
+  Tensor t = *Tensor::AllocateHost(DType::kFloat32, kModel[p].second);
+  absl::Span<float> v = t.host_span<float>();
+  for (int64_t e = 0; e < t.num_elements(); ++e) {
+    v[e] =
+        static_cast<float>(((e * 7 + p * 3 + step * 11 + rank * 13) % 17) - 8) /
+        64.0f;
+  }
+  return t;
 }
 
 class ZeroServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ranks_.push_back(testing::StartWorkerOrDie({"--rank=0", "--world_size=2",
-                                                "--rendezvous=127.0.0.1:1",
-                                                "--group_timeout=60s"}));
+  void SetUp() override { StartRanks(2); }
+
+  // Starts `world` daemons joined through rank 0's store, each holding the
+  // model at its initial values.
+  void StartRanks(int world) {
+    world_ = world;
+    ranks_.push_back(testing::StartWorkerOrDie(
+        {"--rank=0", absl::StrCat("--world_size=", world),
+         "--rendezvous=127.0.0.1:1", "--group_timeout=60s"}));
     ASSERT_NE(ranks_[0], nullptr);
-    ranks_.push_back(
-        testing::StartWorkerOrDie({"--rank=1", "--world_size=2",
-                                   "--rendezvous=" + ranks_[0]->address()}));
-    ASSERT_NE(ranks_[1], nullptr);
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 1; r < world; ++r) {
+      ranks_.push_back(testing::StartWorkerOrDie(
+          {absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
+           "--rendezvous=" + ranks_[0]->address()}));
+      ASSERT_NE(ranks_[r], nullptr);
+    }
+    for (int r = 0; r < world; ++r) {
       addresses_.push_back(ranks_[r]->address());
       std::vector<RemoteParameter> params;
       for (size_t p = 0; p < kModel.size(); ++p) {
         absl::StatusOr<RemoteParameter> param = client_.CreateParameterFrom(
-            addresses_[r], kModel[p].first,
-            testing::Ramp(kModel[p].second, -1.0f, 0.03f));
+            addresses_[r], kModel[p].first, Initial(p));
         ASSERT_TRUE(param.ok()) << param.status();
         params.push_back(*param);
       }
@@ -74,9 +106,9 @@ class ZeroServiceTest : public ::testing::Test {
   // Runs `call(rank)` on every rank at once, as a collective needs.
   std::vector<grpc::Status> OnEveryRank(
       const std::function<grpc::Status(int)>& call) {
-    std::vector<grpc::Status> results(kWorld);
+    std::vector<grpc::Status> results(world_);
     std::vector<std::thread> threads;
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 0; r < world_; ++r) {
       threads.emplace_back([&, r] { results[r] = call(r); });
     }
     for (std::thread& thread : threads) thread.join();
@@ -99,41 +131,52 @@ class ZeroServiceTest : public ::testing::Test {
     return stub->Step(&context, request, &response);
   }
 
+  int world_ = 0;
   std::vector<std::unique_ptr<LocalWorker>> ranks_;
   std::vector<std::string> addresses_;
   std::vector<std::vector<RemoteParameter>> params_;
   Client client_;
 };
 
-TEST_F(ZeroServiceTest, TwoRanksStepLikeSgdOnTheAveragedGradients) {
-  std::vector<v1::ZeroInfo> infos(kWorld);
+// (optimizer kind, world size).
+class ZeroTrainingTest
+    : public ZeroServiceTest,
+      public ::testing::WithParamInterface<std::tuple<std::string, int>> {
+ protected:
+  void SetUp() override { StartRanks(std::get<1>(GetParam())); }
+};
+
+TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
+  const std::string kind = std::get<0>(GetParam());
+  std::vector<v1::ZeroInfo> infos(world_);
   std::vector<grpc::Status> created = OnEveryRank(
-      [&](int r) { return CreateZero(r, SgdSpec(kLr), &infos[r]); });
-  for (int r = 0; r < kWorld; ++r) {
+      [&](int r) { return CreateZero(r, Spec(kind, kLr), &infos[r]); });
+  for (int r = 0; r < world_; ++r) {
     ASSERT_TRUE(created[r].ok()) << r << ": " << created[r].error_message();
   }
-  // Every parameter has one owner, both ranks own some, and the momentum
-  // buffers (one float per element) are split between the ranks.
-  int64_t elements = 0;
-  for (const auto& [name, shape] : kModel) elements += NumElements(shape);
+  // Every parameter has one owner and every rank owns some.
   ASSERT_EQ(infos[0].owners_size(), static_cast<int>(kModel.size()));
   std::set<int> owners;
   for (const v1::ZeroParameterOwner& owner : infos[0].owners()) {
     owners.insert(owner.rank());
   }
-  EXPECT_EQ(owners, (std::set<int>{0, 1}));
-  EXPECT_EQ(infos[0].owners_size(), infos[1].owners_size());
+  EXPECT_EQ(static_cast<int>(owners.size()), world_);
 
-  // Plain SGD with momentum on the averaged gradients, for reference.
-  std::vector<std::vector<float>> expected, buffers(kModel.size());
+  // The reference: one local optimizer over the whole model, fed the
+  // average of the ranks' gradients (computed as the all-reduce does).
+  auto registry = OptimizerRegistry::WithBuiltins();
+  std::vector<ParameterLayout> layouts;
+  std::vector<Tensor> reference;
   for (size_t p = 0; p < kModel.size(); ++p) {
-    Tensor initial = testing::Ramp(kModel[p].second, -1.0f, 0.03f);
-    const float* data = initial.host_span<float>().data();
-    expected.emplace_back(data, data + initial.num_elements());
+    layouts.push_back({DType::kFloat32, kModel[p].second});
+    reference.push_back(Initial(p));
   }
-  for (int step = 0; step < 3; ++step) {
+  std::unique_ptr<FunctionalOptimizer> local = *FunctionalOptimizer::Create(
+      *registry->Find(kind), Hyperparameters(kind, kLr), layouts);
+  constexpr int kSteps = 10;
+  for (int step = 0; step < kSteps; ++step) {
     const uint64_t context_id = client_.NewContextId();
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 0; r < world_; ++r) {
       std::vector<std::pair<uint64_t, Tensor>> gradients;
       for (size_t p = 0; p < kModel.size(); ++p) {
         gradients.emplace_back(params_[r][p].id, RankGradient(r, p, step));
@@ -144,53 +187,81 @@ TEST_F(ZeroServiceTest, TwoRanksStepLikeSgdOnTheAveragedGradients) {
     }
     std::vector<grpc::Status> stepped =
         OnEveryRank([&](int r) { return Step(r, context_id); });
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 0; r < world_; ++r) {
       ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
     }
+    std::vector<Tensor> averaged;
+    std::vector<Tensor*> params;
+    std::vector<const Tensor*> grads;
     for (size_t p = 0; p < kModel.size(); ++p) {
-      Tensor g0 = RankGradient(0, p, step), g1 = RankGradient(1, p, step);
-      if (buffers[p].empty()) buffers[p].assign(expected[p].size(), 0.0f);
-      for (size_t i = 0; i < expected[p].size(); ++i) {
-        const float average =
-            (g0.host_span<float>()[i] + g1.host_span<float>()[i]) / 2;
-        buffers[p][i] =
-            step == 0 ? average : kMomentum * buffers[p][i] + average;
-        expected[p][i] -= kLr * buffers[p][i];
+      Tensor sum = RankGradient(0, p, step);
+      for (int r = 1; r < world_; ++r) {
+        Tensor other = RankGradient(r, p, step);
+        for (int64_t e = 0; e < sum.num_elements(); ++e) {
+          sum.host_span<float>()[e] += other.host_span<float>()[e];
+        }
       }
+      for (float& x : sum.host_span<float>()) x *= 1.0f / world_;
+      averaged.push_back(std::move(sum));
     }
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      params.push_back(&reference[p]);
+      grads.push_back(&averaged[p]);
+    }
+    ASSERT_TRUE(local->Step(params, grads).ok());
   }
   for (size_t p = 0; p < kModel.size(); ++p) {
-    absl::StatusOr<Tensor> rank0 = client_.ReadParameter(params_[0][p]);
-    absl::StatusOr<Tensor> rank1 = client_.ReadParameter(params_[1][p]);
-    ASSERT_TRUE(rank0.ok() && rank1.ok());
-    EXPECT_TRUE(testing::SameBytes(*rank0, *rank1)) << kModel[p].first;
-    for (size_t i = 0; i < expected[p].size(); ++i) {
-      EXPECT_NEAR(rank0->host_span<float>()[i], expected[p][i], 1e-5)
-          << kModel[p].first << "[" << i << "]";
+    for (int r = 0; r < world_; ++r) {
+      absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
+      ASSERT_TRUE(values.ok());
+      EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
+          << "rank " << r << " " << kModel[p].first;
     }
   }
-  v1::ZeroInfo after[kWorld];
-  for (int r = 0; r < kWorld; ++r) {
+  // Each rank holds the state of its own partition only: within one
+  // parameter's state of total/W, and one copy of it in all.
+  int64_t total_state = 0, largest = 0;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    int64_t bytes = 0;
+    for (const auto& [name, buffer] : local->state(p).buffers) {
+      bytes += buffer.byte_size();
+    }
+    total_state += bytes;
+    largest = std::max(largest, bytes);
+  }
+  int64_t sum_state = 0;
+  for (int r = 0; r < world_; ++r) {
     auto stub = v1::ZeroService::NewStub(client_.Channel(addresses_[r]));
     grpc::ClientContext context;
-    ASSERT_TRUE(stub->GetZero(&context, v1::GetZeroRequest(), &after[r]).ok());
-    EXPECT_EQ(after[r].steps(), 3);
-    EXPECT_GT(after[r].state_bytes(), 0);
+    v1::ZeroInfo after;
+    ASSERT_TRUE(stub->GetZero(&context, v1::GetZeroRequest(), &after).ok());
+    EXPECT_EQ(after.steps(), kSteps);
+    EXPECT_LE(std::abs(after.state_bytes() - total_state / world_), largest)
+        << "rank " << r;
+    sum_state += after.state_bytes();
   }
-  EXPECT_EQ(after[0].state_bytes() + after[1].state_bytes(),
-            elements * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(sum_state, total_state);
 }
+
+INSTANTIATE_TEST_SUITE_P(KindsAndWorlds, ZeroTrainingTest,
+                         ::testing::Combine(::testing::Values("sgd", "adam"),
+                                            ::testing::Values(2, 3)),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param),
+                                               "_world",
+                                               std::get<1>(info.param));
+                         });
 
 TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
   grpc::Status early = Step(0, client_.NewContextId());
   // The context does not exist yet either; whichever is reported, it is a
   // refusal that names what is wrong, not a hang on the other rank.
   EXPECT_NE(early.error_code(), grpc::StatusCode::OK);
-  std::vector<v1::ZeroInfo> infos(kWorld);
+  std::vector<v1::ZeroInfo> infos(world_);
   std::vector<grpc::Status> created = OnEveryRank([&](int r) {
     return CreateZero(r, SgdSpec(r == 0 ? kLr : 2 * kLr), &infos[r]);
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < world_; ++r) {
     EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
         << r << ": " << created[r].error_message();
   }
@@ -210,7 +281,7 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
 TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.set_timeout_ms(5000);
-  std::vector<v1::ZeroInfo> infos(kWorld);
+  std::vector<v1::ZeroInfo> infos(world_);
   std::vector<grpc::Status> created =
       OnEveryRank([&](int r) { return CreateZero(r, spec, &infos[r]); });
   ASSERT_TRUE(created[0].ok() && created[1].ok());
