@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       group.hostname = name;
     }
     group.timeout = options.group_timeout;
+    group.daemon_address = absl::StrCat(group.hostname, ":", worker->port_);
     worker->membership_ =
         std::make_unique<GroupMembership>(group, &worker->group_store_);
     worker->membership_view_ = worker->membership_.get();

@@ -160,7 +160,12 @@ TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
     });
   }
   for (std::thread& call : survivors) call.join();
-  for (int r = 0; r < 2; ++r) EXPECT_FALSE(after[r].ok()) << r;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(after[r].ok()) << r;
+    EXPECT_THAT(after[r].error_message(),
+                HasSubstr("lost: rank 2 (" + addresses[2] + ")"))
+        << r;
+  }
 }
 
 TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {

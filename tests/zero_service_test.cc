@@ -303,7 +303,9 @@ TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   // The survivor's step fails (no hang past the timeout) before it changes
   // anything: the gradients are averaged before any rank steps.
   grpc::Status stepped = Step(0, context_id);
-  EXPECT_FALSE(stepped.ok());
+  EXPECT_EQ(stepped.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(stepped.error_message(),
+              HasSubstr("lost: rank 1 (" + addresses_[1] + ")"));
   for (size_t p = 0; p < kModel.size(); ++p) {
     absl::StatusOr<Tensor> values = client_.ReadParameter(params_[0][p]);
     ASSERT_TRUE(values.ok());

@@ -4,13 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/comm/gloo_communicator.h"
+#include "server/comm/peer_probe.h"
 #include "server/comm/remote_rendezvous_store.h"
 
 namespace distopt {
+namespace {
+
+std::string DaemonKey(int rank) { return absl::StrCat("daemons/", rank); }
+
+}  // namespace
 
 GroupMembership::GroupMembership(const GroupSettings& settings,
                                  KeyValueStore* local_store)
-    : joiner_([this, settings, local_store] { Join(settings, local_store); }) {}
+    : rank_(settings.rank),
+      world_size_(settings.world_size),
+      joiner_([this, settings, local_store] { Join(settings, local_store); }) {}
 
 GroupMembership::~GroupMembership() {
   stopping_ = true;  // A rendezvous still waiting for peers gives up.
@@ -23,6 +31,10 @@ void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
     store = std::make_unique<LocalRendezvousStore>(local_store);
   } else {
     store = std::make_unique<RemoteRendezvousStore>(settings.rank0_address);
+  }
+  // Best effort: without it a lost rank is reported by number only.
+  if (!settings.daemon_address.empty()) {
+    store->Set(DaemonKey(settings.rank), settings.daemon_address).IgnoreError();
   }
   GlooOptions options;
   options.rank = settings.rank;
@@ -74,7 +86,36 @@ absl::Status GroupMembership::Run(
     communicator = communicator_.get();
   }
   absl::MutexLock serial(&collective_mutex_);
-  return collective(*communicator);
+  absl::Status status = collective(*communicator);
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    return NameLostRanks(status);
+  }
+  return status;
+}
+
+absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    store = store_.get();
+  }
+  std::string lost;
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    // The store is rank 0's: if rank 0 is gone, so is the address book.
+    absl::StatusOr<std::string> address =
+        store->Get(DaemonKey(r), absl::Seconds(1));
+    if (address.ok() && AcceptsConnections(*address, absl::Seconds(1))) {
+      continue;
+    }
+    absl::StrAppend(&lost, lost.empty() ? "" : ", ", "rank ", r,
+                    address.ok() ? absl::StrCat(" (", *address, ")") : "");
+  }
+  const std::string verdict =
+      lost.empty() ? "every other rank still accepts connections"
+                   : absl::StrCat("lost: ", lost, " no longer answers");
+  return absl::Status(failure.code(),
+                      absl::StrCat(failure.message(), "; ", verdict));
 }
 
 }  // namespace distopt

@@ -32,6 +32,9 @@ struct GroupSettings {
   // The address this daemon's collective connections bind to.
   std::string hostname = "127.0.0.1";
   absl::Duration timeout = absl::Minutes(5);
+  // This daemon's gRPC address as peers reach it, published in the store so
+  // that a failed collective can name the rank that no longer answers.
+  std::string daemon_address;
 };
 
 class GroupMembership {
@@ -51,14 +54,19 @@ class GroupMembership {
 
   // Waits for the group to be ready, up to `timeout`, and runs `collective`
   // on its communicator; collectives are serialised. FAILED_PRECONDITION
-  // when joining failed, UNAVAILABLE while still joining.
+  // when joining failed, UNAVAILABLE while still joining. A collective that
+  // fails for want of a peer has the ranks that no longer answer added to
+  // its message.
   absl::Status Run(absl::Duration timeout,
                    const std::function<absl::Status(Communicator&)>& collective)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
+  absl::Status NameLostRanks(const absl::Status& failure);
 
+  const int rank_;
+  const int world_size_;
   std::atomic<bool> stopping_{false};
   mutable absl::Mutex mutex_;
   State state_ ABSL_GUARDED_BY(mutex_) = State::kJoining;
