@@ -20,6 +20,8 @@ grpc::Status Reply(const absl::StatusOr<ZeroStatus>& status,
   response->mutable_loads()->Assign(status->loads.begin(), status->loads.end());
   response->set_state_bytes(status->state_bytes);
   response->set_steps(status->steps);
+  response->set_parameter_bytes(status->parameter_bytes);
+  response->set_gradient_bytes(status->gradient_bytes);
   return grpc::Status::OK;
 }
 

@@ -220,7 +220,8 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
   }
   // Each rank holds the state of its own partition only: within one
   // parameter's state of total/W, and one copy of it in all.
-  int64_t total_state = 0, largest = 0;
+  int64_t total_state = 0, largest = 0, model_bytes = 0;
+  for (const Tensor& values : reference) model_bytes += values.byte_size();
   for (size_t p = 0; p < kModel.size(); ++p) {
     int64_t bytes = 0;
     for (const auto& [name, buffer] : local->state(p).buffers) {
@@ -236,6 +237,8 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
     v1::ZeroInfo after;
     ASSERT_TRUE(stub->GetZero(&context, v1::GetZeroRequest(), &after).ok());
     EXPECT_EQ(after.steps(), kSteps);
+    EXPECT_EQ(after.parameter_bytes(), model_bytes);
+    EXPECT_EQ(after.gradient_bytes(), model_bytes);
     EXPECT_LE(std::abs(after.state_bytes() - total_state / world_), largest)
         << "rank " << r;
     sum_state += after.state_bytes();

@@ -23,11 +23,13 @@ ZeroStatus ZeroRunner::StatusLocked() const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].size(); ++i) {
       status.owners.emplace_back(groups_[g][i]->name(), partition.owner[g][i]);
+      status.parameter_bytes += groups_[g][i]->byte_size();
     }
   }
   status.loads = partition.load;
   status.state_bytes = optimizer_->state_bytes();
   status.steps = steps_;
+  status.gradient_bytes = status.parameter_bytes;
   return status;
 }
 

@@ -36,6 +36,8 @@ struct ZeroStatus {
   std::vector<int64_t> loads;
   int64_t state_bytes = 0;
   int64_t steps = 0;
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
 };
 
 class ZeroRunner {
