@@ -281,6 +281,63 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
   EXPECT_THAT(repeated.error_message(), HasSubstr("\"fc1.bias\" is named"));
 }
 
+TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
+  std::vector<v1::ZeroInfo> infos(world_);
+  std::vector<grpc::Status> created = OnEveryRank(
+      [&](int r) { return CreateZero(r, SgdSpec(kLr), &infos[r]); });
+  ASSERT_TRUE(created[0].ok() && created[1].ok());
+  // Rank 0 has a gradient for every parameter but the last; rank 1 only
+  // for the first. The last has none anywhere and is left as it was.
+  const uint64_t context_id = client_.NewContextId();
+  for (int r = 0; r < world_; ++r) {
+    const size_t count = r == 0 ? kModel.size() - 1 : 1;
+    std::vector<std::pair<uint64_t, Tensor>> gradients;
+    for (size_t p = 0; p < count; ++p) {
+      gradients.emplace_back(params_[r][p].id, RankGradient(r, p, 0));
+    }
+    ASSERT_TRUE(
+        client_.AccumulateGradients(addresses_[r], context_id, gradients).ok());
+  }
+  std::vector<grpc::Status> stepped =
+      OnEveryRank([&](int r) { return Step(r, context_id); });
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
+  }
+  auto registry = OptimizerRegistry::WithBuiltins();
+  std::vector<ParameterLayout> layouts;
+  std::vector<Tensor> reference, averaged;
+  std::vector<Tensor*> params;
+  std::vector<const Tensor*> grads;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    layouts.push_back({DType::kFloat32, kModel[p].second});
+    reference.push_back(Initial(p));
+    Tensor average = RankGradient(0, p, 0);
+    if (p == 0) {
+      Tensor other = RankGradient(1, p, 0);
+      for (int64_t e = 0; e < average.num_elements(); ++e) {
+        average.host_span<float>()[e] += other.host_span<float>()[e];
+      }
+    }
+    for (float& x : average.host_span<float>()) x *= 0.5f;
+    averaged.push_back(std::move(average));
+  }
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    params.push_back(&reference[p]);
+    grads.push_back(p + 1 < kModel.size() ? &averaged[p] : nullptr);
+  }
+  std::unique_ptr<FunctionalOptimizer> local = *FunctionalOptimizer::Create(
+      *registry->Find("sgd"), Hyperparameters("sgd", kLr), layouts);
+  ASSERT_TRUE(local->Step(params, grads).ok());
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    for (int r = 0; r < world_; ++r) {
+      absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
+      ASSERT_TRUE(values.ok());
+      EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
+          << "rank " << r << " " << kModel[p].first;
+    }
+  }
+}
+
 TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.set_timeout_ms(5000);

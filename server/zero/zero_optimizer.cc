@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/cpu_backend.h"
@@ -150,18 +151,57 @@ absl::Status ZeroOptimizer::Step(
       }
     }
   }
-  // 1. Average every gradient across ranks.
+  // 1. Average every gradient across ranks, in two collectives whatever
+  // the model's size. Which parameters have a gradient may differ between
+  // ranks, so the ranks first agree on it: a parameter with a gradient on
+  // any rank is averaged with zeros for the ranks without one (as DDP
+  // does); one with none anywhere is skipped everywhere. Every rank thus
+  // issues the same collectives.
+  std::vector<float> present;
+  for (const auto& group : grads) {
+    for (const Tensor* grad : group) present.push_back(grad != nullptr);
+  }
+  absl::Status status =
+      communicator_->AllReduce(absl::MakeSpan(present), ReduceOp::kSum);
+  if (!status.ok()) return status;
+  int64_t flat_size = 0;
+  size_t k = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
+      if (present[k] > 0) flat_size += groups_[g].params[i]->num_elements();
+    }
+  }
+  std::vector<float> flat(flat_size, 0.0f);
+  int64_t offset = 0;
+  k = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
+      if (present[k] == 0) continue;
+      const Tensor* grad = grads[g][i];
+      if (grad != nullptr && grad->device().is_cpu()) {
+        absl::c_copy(grad->host_span<float>(), flat.begin() + offset);
+      } else if (grad != nullptr) {
+        absl::StatusOr<Tensor> host = grad->CloneTo(CpuBackend());
+        if (!host.ok()) return host.status();
+        absl::c_copy(host->host_span<float>(), flat.begin() + offset);
+      }
+      offset += groups_[g].params[i]->num_elements();
+    }
+  }
+  status = communicator_->AllReduce(absl::MakeSpan(flat), ReduceOp::kAverage);
+  if (!status.ok()) return status;
+  // Views of the averaged gradients in `flat`; nullopt where skipped.
   std::vector<std::vector<std::optional<Tensor>>> averaged(groups_.size());
+  offset = 0;
+  k = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     averaged[g].resize(grads[g].size());
-    for (size_t i = 0; i < grads[g].size(); ++i) {
-      if (grads[g][i] == nullptr) continue;
-      absl::StatusOr<Tensor> copy = grads[g][i]->CloneTo(CpuBackend());
-      if (!copy.ok()) return copy.status();
-      absl::Status status = communicator_->AllReduce(copy->host_span<float>(),
-                                                     ReduceOp::kAverage);
-      if (!status.ok()) return status;
-      averaged[g][i] = *std::move(copy);
+    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
+      if (present[k] == 0) continue;
+      const Tensor& param = *groups_[g].params[i];
+      averaged[g][i] = Tensor::Borrow(&flat[offset], DType::kFloat32,
+                                      param.shape(), Device::Cpu());
+      offset += param.num_elements();
     }
   }
   // 2. Step this rank's partition.
@@ -175,14 +215,14 @@ absl::Status ZeroOptimizer::Step(
       own_grads.push_back(averaged[g][index].has_value() ? &*averaged[g][index]
                                                          : nullptr);
     }
-    absl::Status status = local_[g]->Step(params, own_grads);
+    status = local_[g]->Step(params, own_grads);
     if (!status.ok()) return status;
   }
   // 3. Every parameter from its owner to all ranks.
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       if (!averaged[g][i].has_value()) continue;
-      absl::Status status = communicator_->Broadcast(
+      status = communicator_->Broadcast(
           groups_[g].params[i]->host_span<float>(), partition_.owner[g][i]);
       if (!status.ok()) return status;
     }
