@@ -131,6 +131,18 @@ class ZeroServiceTest : public ::testing::Test {
     return stub->Step(&context, request, &response);
   }
 
+  // Every rank's parameters equal `reference`, bit for bit.
+  void ExpectEveryRankHolds(const std::vector<Tensor>& reference) {
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      for (int r = 0; r < world_; ++r) {
+        absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
+        ASSERT_TRUE(values.ok()) << values.status();
+        EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
+            << "rank " << r << " " << kModel[p].first;
+      }
+    }
+  }
+
   int world_ = 0;
   std::vector<std::unique_ptr<LocalWorker>> ranks_;
   std::vector<std::string> addresses_;
@@ -210,14 +222,7 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
     }
     ASSERT_TRUE(local->Step(params, grads).ok());
   }
-  for (size_t p = 0; p < kModel.size(); ++p) {
-    for (int r = 0; r < world_; ++r) {
-      absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
-      ASSERT_TRUE(values.ok());
-      EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
-          << "rank " << r << " " << kModel[p].first;
-    }
-  }
+  ExpectEveryRankHolds(reference);
   // Each rank holds the state of its own partition only: within one
   // parameter's state of total/W, and one copy of it in all.
   int64_t total_state = 0, largest = 0, model_bytes = 0;
@@ -328,14 +333,7 @@ TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
   std::unique_ptr<FunctionalOptimizer> local = *FunctionalOptimizer::Create(
       *registry->Find("sgd"), Hyperparameters("sgd", kLr), layouts);
   ASSERT_TRUE(local->Step(params, grads).ok());
-  for (size_t p = 0; p < kModel.size(); ++p) {
-    for (int r = 0; r < world_; ++r) {
-      absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
-      ASSERT_TRUE(values.ok());
-      EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
-          << "rank " << r << " " << kModel[p].first;
-    }
-  }
+  ExpectEveryRankHolds(reference);
 }
 
 TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
