@@ -22,7 +22,32 @@ grpc::Status Reply(const absl::StatusOr<ZeroStatus>& status,
   response->set_steps(status->steps);
   response->set_parameter_bytes(status->parameter_bytes);
   response->set_gradient_bytes(status->gradient_bytes);
+  response->set_kind(status->kind);
+  response->set_parameters_as_bucket_view(
+      status->options.parameters_as_bucket_view);
+  response->set_overlap(status->options.overlap);
+  response->set_rank(status->rank);
+  response->set_world_size(status->world_size);
+  response->set_groups(status->groups);
+  response->set_joined(status->joined);
   return grpc::Status::OK;
+}
+
+absl::StatusOr<ZeroGroupSpec> GroupFromProto(const v1::ZeroParamGroup& proto,
+                                             const std::string& field) {
+  ZeroGroupSpec group;
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> values =
+      HyperparametersFromProto(proto.hyperparameters(),
+                               absl::StrCat(field, ".hyperparameters"));
+  if (!values.ok()) return values.status();
+  group.hyperparameters = *std::move(values);
+  group.parameter_names.assign(proto.parameter_names().begin(),
+                               proto.parameter_names().end());
+  if (group.parameter_names.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".parameter_names: empty; expected at least one parameter"));
+  }
+  return group;
 }
 
 }  // namespace
@@ -32,6 +57,9 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
                                          v1::ZeroInfo* response) {
   ZeroSpec spec;
   spec.kind = request->kind();
+  spec.options.parameters_as_bucket_view =
+      request->parameters_as_bucket_view();
+  spec.options.overlap = request->overlap();
   const int64_t timeout_ms =
       request->timeout_ms() == 0 ? 60000 : request->timeout_ms();
   if (timeout_ms < 1 || timeout_ms > kMaxTimeoutMilliseconds) {
@@ -41,16 +69,10 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
   }
   spec.timeout = absl::Milliseconds(timeout_ms);
   for (int g = 0; g < request->groups_size(); ++g) {
-    ZeroSpec::Group group;
-    absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> values =
-        HyperparametersFromProto(
-            request->groups(g).hyperparameters(),
-            absl::StrCat("groups[", g, "].hyperparameters"));
-    if (!values.ok()) return ToGrpcStatus(values.status());
-    group.hyperparameters = *std::move(values);
-    group.parameter_names.assign(request->groups(g).parameter_names().begin(),
-                                 request->groups(g).parameter_names().end());
-    spec.groups.push_back(std::move(group));
+    absl::StatusOr<ZeroGroupSpec> group =
+        GroupFromProto(request->groups(g), absl::StrCat("groups[", g, "]"));
+    if (!group.ok()) return ToGrpcStatus(group.status());
+    spec.groups.push_back(*std::move(group));
   }
   if (spec.groups.empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError(
@@ -69,6 +91,62 @@ grpc::Status ZeroServiceImpl::GetZero(grpc::ServerContext*,
                                       const v1::GetZeroRequest*,
                                       v1::ZeroInfo* response) {
   return Reply(runner_->Get(), response);
+}
+
+grpc::Status ZeroServiceImpl::Join(grpc::ServerContext*,
+                                   const v1::ZeroJoinRequest*,
+                                   v1::ZeroJoinResponse* response) {
+  absl::StatusOr<int64_t> shadowed = runner_->Join();
+  if (!shadowed.ok()) return ToGrpcStatus(shadowed.status());
+  response->set_shadowed_steps(*shadowed);
+  return grpc::Status::OK;
+}
+
+grpc::Status ZeroServiceImpl::AddParamGroup(
+    grpc::ServerContext*, const v1::AddZeroParamGroupRequest* request,
+    v1::ZeroInfo* response) {
+  absl::StatusOr<ZeroGroupSpec> group =
+      GroupFromProto(request->group(), "group");
+  if (!group.ok()) return ToGrpcStatus(group.status());
+  return Reply(runner_->AddParamGroup(*group), response);
+}
+
+grpc::Status ZeroServiceImpl::ConsolidateStateDict(
+    grpc::ServerContext*, const v1::ConsolidateZeroStateDictRequest* request,
+    v1::ConsolidateZeroStateDictResponse* response) {
+  absl::StatusOr<bool> holds = runner_->ConsolidateStateDict(request->to());
+  if (!holds.ok()) return ToGrpcStatus(holds.status());
+  response->set_holds_state_dict(*holds);
+  return grpc::Status::OK;
+}
+
+grpc::Status ZeroServiceImpl::GetStateDict(grpc::ServerContext*,
+                                           const v1::GetZeroStateDictRequest*,
+                                           v1::ZeroStateDict* response) {
+  absl::StatusOr<NamedStateDict> named = runner_->GetStateDict();
+  if (!named.ok()) return ToGrpcStatus(named.status());
+  StateDictToProto(named->state_dict, response->mutable_state_dict());
+  response->mutable_parameter_names()->Assign(named->parameter_names.begin(),
+                                              named->parameter_names.end());
+  return grpc::Status::OK;
+}
+
+grpc::Status ZeroServiceImpl::LoadStateDict(grpc::ServerContext*,
+                                            const v1::ZeroStateDict* request,
+                                            v1::LoadZeroStateDictResponse*) {
+  // A dict that does not convert is still taken to the collective, so the
+  // other ranks are refused with it instead of waiting for this one.
+  absl::StatusOr<NamedStateDict> named = [&]() -> absl::StatusOr<NamedStateDict> {
+    absl::StatusOr<OptimizerStateDict> dict =
+        StateDictFromProto(request->state_dict());
+    if (!dict.ok()) return dict.status();
+    NamedStateDict result;
+    result.state_dict = *std::move(dict);
+    result.parameter_names.assign(request->parameter_names().begin(),
+                                  request->parameter_names().end());
+    return result;
+  }();
+  return ToGrpcStatus(runner_->LoadStateDict(named));
 }
 
 }  // namespace distopt

@@ -22,6 +22,22 @@ class ZeroServiceImpl final : public v1::ZeroService::Service {
   grpc::Status GetZero(grpc::ServerContext* context,
                        const v1::GetZeroRequest* request,
                        v1::ZeroInfo* response) override;
+  grpc::Status Join(grpc::ServerContext* context,
+                    const v1::ZeroJoinRequest* request,
+                    v1::ZeroJoinResponse* response) override;
+  grpc::Status AddParamGroup(grpc::ServerContext* context,
+                             const v1::AddZeroParamGroupRequest* request,
+                             v1::ZeroInfo* response) override;
+  grpc::Status ConsolidateStateDict(
+      grpc::ServerContext* context,
+      const v1::ConsolidateZeroStateDictRequest* request,
+      v1::ConsolidateZeroStateDictResponse* response) override;
+  grpc::Status GetStateDict(grpc::ServerContext* context,
+                            const v1::GetZeroStateDictRequest* request,
+                            v1::ZeroStateDict* response) override;
+  grpc::Status LoadStateDict(grpc::ServerContext* context,
+                             const v1::ZeroStateDict* request,
+                             v1::LoadZeroStateDictResponse* response) override;
 
  private:
   ZeroRunner* const runner_;

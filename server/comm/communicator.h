@@ -33,6 +33,15 @@ class Communicator {
   virtual absl::Status ReduceScatter(absl::Span<const float> input,
                                      absl::Span<float> output, ReduceOp op) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // The same on raw bytes, for tensors of any dtype and serialised
+  // messages. In place: every rank ends with `root`'s bytes.
+  virtual absl::Status BroadcastBytes(absl::Span<char> bytes, int root) = 0;
+  // Every rank sends `input` (the same size on all ranks); `root` receives
+  // them in rank order in `output` (size() x input.size()), which the other
+  // ranks leave untouched and may pass empty.
+  virtual absl::Status GatherBytes(absl::Span<const char> input,
+                                   absl::Span<char> output, int root) = 0;
 };
 
 }  // namespace distopt

@@ -12,6 +12,7 @@
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
+#include "gloo/gather.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
@@ -133,17 +134,36 @@ class GlooCommunicator : public Communicator {
   }
 
   absl::Status Broadcast(absl::Span<float> values, int root) override {
-    if (root < 0 || root >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "root: ", root, "; expected a rank from 0 to ", size() - 1));
+    return BroadcastOf(values.data(), values.size(), root);
+  }
+
+  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    return BroadcastOf(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size(),
+                       root);
+  }
+
+  absl::Status GatherBytes(absl::Span<const char> input,
+                           absl::Span<char> output, int root) override {
+    absl::Status valid = CheckRoot(root);
+    if (!valid.ok()) return valid;
+    if (rank() == root && output.size() != input.size() * size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " bytes; expected ",
+                       input.size() * size(), " (size x input)"));
     }
-    return Guard("broadcast", [&] {
-      gloo::BroadcastOptions options(context_);
-      options.setOutput(values.data(), values.size());
+    return Guard("gather", [&] {
+      gloo::GatherOptions options(context_);
+      options.setInput(
+          reinterpret_cast<uint8_t*>(const_cast<char*>(input.data())),
+          input.size());
+      if (rank() == root) {
+        options.setOutput(reinterpret_cast<uint8_t*>(output.data()),
+                          output.size());
+      }
       options.setRoot(root);
       options.setTag(next_tag_++);
       options.setTimeout(timeout_);
-      gloo::broadcast(options);
+      gloo::gather(options);
     });
   }
 
@@ -192,6 +212,28 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  absl::Status CheckRoot(int root) const {
+    if (root < 0 || root >= size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "root: ", root, "; expected a rank from 0 to ", size() - 1));
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status BroadcastOf(T* data, size_t count, int root) {
+    absl::Status valid = CheckRoot(root);
+    if (!valid.ok()) return valid;
+    return Guard("broadcast", [&] {
+      gloo::BroadcastOptions options(context_);
+      options.setOutput(data, count);
+      options.setRoot(root);
+      options.setTag(next_tag_++);
+      options.setTimeout(timeout_);
+      gloo::broadcast(options);
+    });
+  }
+
   const std::shared_ptr<gloo::rendezvous::Context> context_;
   const std::chrono::milliseconds timeout_;
   // Every rank issues the same collectives in the same order, so the tags

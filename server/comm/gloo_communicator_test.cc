@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -62,6 +63,22 @@ TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
                                        3 * blocks[2 * c.rank() + 1]));
     EXPECT_TRUE(c.Barrier().ok());
     EXPECT_EQ(c.Broadcast(absl::MakeSpan(broadcast), 5).code(),
+              absl::StatusCode::kInvalidArgument);
+  });
+}
+
+TEST(GlooCommunicatorTest, BytesBroadcastAndGatherToOneRoot) {
+  OnRanks(3, [](Communicator& c) {
+    std::string bytes = c.rank() == 2 ? "from two" : "????????";
+    ASSERT_TRUE(c.BroadcastBytes(absl::MakeSpan(bytes), /*root=*/2).ok());
+    EXPECT_EQ(bytes, "from two");
+
+    const std::string mine = absl::StrCat("rank", c.rank());
+    std::string gathered(c.rank() == 1 ? 3 * mine.size() : 0, '-');
+    ASSERT_TRUE(c.GatherBytes(mine, absl::MakeSpan(gathered), /*root=*/1).ok());
+    EXPECT_EQ(gathered, c.rank() == 1 ? "rank0rank1rank2" : "");
+    std::string too_small(2, ' ');
+    EXPECT_EQ(c.GatherBytes(mine, absl::MakeSpan(too_small), c.rank()).code(),
               absl::StatusCode::kInvalidArgument);
   });
 }

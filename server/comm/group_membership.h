@@ -48,6 +48,8 @@ class GroupMembership {
   GroupMembership(const GroupMembership&) = delete;
   GroupMembership& operator=(const GroupMembership&) = delete;
 
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
   State state() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Why joining failed (OK otherwise).
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mutex_);

@@ -1,88 +1,27 @@
 #include "server/zero/zero_optimizer.h"
 
-#include <algorithm>
-#include <cstring>
-#include <optional>
+#include <thread>
 
-#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/cpu_backend.h"
+#include "absl/synchronization/notification.h"
+#include "server/zero/parameter_broadcast.h"
 
 namespace distopt {
-
 namespace {
 
-// 48 bits of a hash as three floats, each exactly representable, so that
-// they cross an all-gather unchanged. FNV-1a, not absl::Hash: that one is
-// seeded per process, and the ranks are different processes.
-std::vector<float> HashAsFloats(absl::string_view text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return {static_cast<float>(hash & 0xffff),
-          static_cast<float>((hash >> 16) & 0xffff),
-          static_cast<float>((hash >> 32) & 0xffff)};
-}
-
-// The parts of the specification every rank must share, by name.
-std::vector<std::pair<std::string, std::string>> Specification(
-    const std::string& kind_name, const std::vector<ZeroParamGroup>& groups) {
-  std::string hyperparameters;
-  std::string shapes;
+absl::Status CheckParameters(const std::vector<ZeroParamGroup>& groups,
+                             size_t first_group) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<std::pair<std::string, std::string>> sorted;
-    for (const auto& [name, value] : groups[g].hyperparameters) {
-      sorted.emplace_back(name, HyperValueToString(value));
-    }
-    std::sort(sorted.begin(), sorted.end());
-    absl::StrAppend(&hyperparameters, "group ", g, ":");
-    for (const auto& [name, value] : sorted) {
-      absl::StrAppend(&hyperparameters, " ", name, "=", value);
-    }
-    absl::StrAppend(&shapes, "group ", g, ":");
-    for (const Tensor* p : groups[g].params) {
-      absl::StrAppend(&shapes, " ", ShapeToString(p->shape()));
-    }
-    absl::StrAppend(&hyperparameters, ";");
-    absl::StrAppend(&shapes, ";");
-  }
-  return {{"optimizer kind", kind_name},
-          {"hyperparameters", hyperparameters},
-          {"parameter groups and shapes", shapes}};
-}
-
-// FAILED_PRECONDITION on every rank, naming the part and the ranks, when
-// the ranks' specifications differ.
-absl::Status CheckSameSpecification(
-    Communicator& communicator,
-    const std::vector<std::pair<std::string, std::string>>& parts) {
-  std::vector<float> mine;
-  for (const auto& part : parts) {
-    for (float f : HashAsFloats(part.second)) mine.push_back(f);
-  }
-  std::vector<float> all(mine.size() * communicator.size());
-  absl::Status status = communicator.AllGather(mine, absl::MakeSpan(all));
-  if (!status.ok()) return status;
-  for (size_t part = 0; part < parts.size(); ++part) {
-    std::vector<int> differing;
-    for (int r = 1; r < communicator.size(); ++r) {
-      for (int k = 0; k < 3; ++k) {
-        if (all[r * mine.size() + part * 3 + k] != all[part * 3 + k]) {
-          differing.push_back(r);
-          break;
-        }
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor& p = *groups[g].params[i];
+      const bool floating = p.dtype() == DType::kFloat32 ||
+                            p.dtype() == DType::kFloat16 ||
+                            p.dtype() == DType::kBFloat16;
+      if (!floating || !p.device().is_cpu()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "groups[", first_group + g, "].params[", i, "]: ", p.DebugString(),
+            "; expected float32, float16 or bfloat16 on cpu"));
       }
-    }
-    if (!differing.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          parts[part].first, ": rank(s) ", absl::StrJoin(differing, ", "),
-          " differ from rank 0 (this rank, ", communicator.rank(), ", has ",
-          parts[part].second,
-          "); expected the same specification on every "
-          "rank"));
     }
   }
   return absl::OkStatus();
@@ -92,41 +31,80 @@ absl::Status CheckSameSpecification(
 
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
-    const std::string& kind_name, std::vector<ZeroParamGroup> groups) {
+    const std::string& kind_name, std::vector<ZeroParamGroup> groups,
+    const ZeroOptions& options) {
+  std::unique_ptr<ZeroOptimizer> zero(
+      new ZeroOptimizer(communicator, kind, kind_name, options));
+  absl::Status valid = zero->AgreeOnEveryRank(CheckParameters(groups, 0),
+                                              "the parameters");
+  if (!valid.ok()) return valid;
+  absl::Status same = CheckSameOnEveryRank(
+      *communicator, DescribeSpecification(kind_name, groups, options));
+  if (!same.ok()) return same;
+  absl::Status made = zero->AgreeOnEveryRank(zero->Extend(std::move(groups)),
+                                             "the optimizer");
+  if (!made.ok()) return made;
+  return zero;
+}
+
+absl::Status ZeroOptimizer::AddParamGroup(ZeroParamGroup group) {
+  absl::Status valid = AgreeOnEveryRank(
+      CheckParameters({group}, groups_.size()), "the new group's parameters");
+  if (!valid.ok()) return valid;
+  absl::Status same = CheckSameOnEveryRank(
+      *communicator_,
+      DescribeSpecification(kind_name_, {group}, options_, groups_.size()));
+  if (!same.ok()) return same;
+  return AgreeOnEveryRank(Extend({std::move(group)}), "the new group");
+}
+
+absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
   std::vector<std::vector<int64_t>> counts;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    counts.emplace_back();
-    for (size_t i = 0; i < groups[g].params.size(); ++i) {
-      const Tensor& p = *groups[g].params[i];
-      if (p.dtype() != DType::kFloat32 || !p.device().is_cpu()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("groups[", g, "].params[", i, "]: ", p.DebugString(),
-                         "; expected float32 on cpu"));
+  for (const auto* list : {&groups_, &added}) {
+    for (const ZeroParamGroup& group : *list) {
+      counts.emplace_back();
+      for (const Tensor* p : group.params) {
+        counts.back().push_back(p->num_elements());
       }
-      counts.back().push_back(p.num_elements());
     }
   }
-  absl::Status same =
-      CheckSameSpecification(*communicator, Specification(kind_name, groups));
-  if (!same.ok()) return same;
   absl::StatusOr<ZeroPartition> partition =
-      PartitionParameters(counts, communicator->size());
+      PartitionParameters(counts, communicator_->size());
   if (!partition.ok()) return partition.status();
-  std::vector<std::unique_ptr<FunctionalOptimizer>> local;
-  const int rank = communicator->rank();
-  for (size_t g = 0; g < groups.size(); ++g) {
+  // The load is carried across groups in order, so earlier groups keep
+  // their owners and their state stays valid.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (partition->owner[g] != partition_.owner[g]) {
+      return absl::InternalError(absl::StrCat(
+          "partition: adding a group moved parameters of group ", g));
+    }
+  }
+  std::vector<std::unique_ptr<FunctionalOptimizer>> made;
+  const int rank = communicator_->rank();
+  for (size_t a = 0; a < added.size(); ++a) {
+    const size_t g = groups_.size() + a;
     std::vector<ParameterLayout> layouts;
     for (int index : partition->parameters[rank][g]) {
-      layouts.push_back({DType::kFloat32, groups[g].params[index]->shape()});
+      const Tensor& p = *added[a].params[index];
+      layouts.push_back({p.dtype(), p.shape()});
     }
+    // Made even when this rank owns none of the group, so that every rank
+    // checks the hyperparameters and can report them in a state dict.
     absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-        FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts);
-    if (!optimizer.ok()) return optimizer.status();
-    local.push_back(layouts.empty() ? nullptr : *std::move(optimizer));
+        FunctionalOptimizer::Create(kind_, added[a].hyperparameters, layouts);
+    if (!optimizer.ok()) {
+      return absl::Status(optimizer.status().code(),
+                          absl::StrCat("groups[", g, "].hyperparameters: ",
+                                       optimizer.status().message()));
+    }
+    made.push_back(*std::move(optimizer));
   }
-  return std::unique_ptr<ZeroOptimizer>(
-      new ZeroOptimizer(communicator, std::move(groups), *std::move(partition),
-                        std::move(local)));
+  for (size_t a = 0; a < added.size(); ++a) {
+    groups_.push_back(std::move(added[a]));
+    local_.push_back(std::move(made[a]));
+  }
+  partition_ = *std::move(partition);
+  return absl::OkStatus();
 }
 
 absl::Status ZeroOptimizer::Step(
@@ -143,97 +121,169 @@ absl::Status ZeroOptimizer::Step(
     }
     for (size_t i = 0; i < grads[g].size(); ++i) {
       const Tensor* grad = grads[g][i];
-      if (grad != nullptr && (grad->dtype() != DType::kFloat32 ||
-                              grad->shape() != groups_[g].params[i]->shape())) {
+      const Tensor& param = *groups_[g].params[i];
+      if (grad != nullptr &&
+          (grad->dtype() != param.dtype() || grad->shape() != param.shape())) {
         return absl::InvalidArgumentError(
             absl::StrCat("grads[", g, "][", i, "]: ", grad->DebugString(),
-                         "; expected ", groups_[g].params[i]->DebugString()));
+                         "; expected ", param.DebugString()));
       }
     }
   }
-  // 1. Average every gradient across ranks, in two collectives whatever
-  // the model's size. Which parameters have a gradient may differ between
-  // ranks, so the ranks first agree on it: a parameter with a gradient on
-  // any rank is averaged with zeros for the ranks without one (as DDP
-  // does); one with none anywhere is skipped everywhere. Every rank thus
-  // issues the same collectives.
-  std::vector<float> present;
+  return Round(grads, /*active=*/true).status();
+}
+
+absl::StatusOr<bool> ZeroOptimizer::ShadowStep() {
+  std::vector<std::vector<const Tensor*>> none(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    none[g].assign(groups_[g].params.size(), nullptr);
+  }
+  return Round(none, /*active=*/false);
+}
+
+absl::StatusOr<bool> ZeroOptimizer::Round(
+    const std::vector<std::vector<const Tensor*>>& grads, bool active) {
+  // First, one small all-reduce: how many ranks are still active (a joined
+  // rank only shadows the others), and which parameters have a gradient
+  // somewhere. Every rank then issues the same collectives.
+  std::vector<float> header = {active ? 1.0f : 0.0f};
   for (const auto& group : grads) {
-    for (const Tensor* grad : group) present.push_back(grad != nullptr);
+    for (const Tensor* grad : group) header.push_back(grad != nullptr);
   }
   absl::Status status =
-      communicator_->AllReduce(absl::MakeSpan(present), ReduceOp::kSum);
+      communicator_->AllReduce(absl::MakeSpan(header), ReduceOp::kSum);
   if (!status.ok()) return status;
-  int64_t flat_size = 0;
-  size_t k = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
-      if (present[k] > 0) flat_size += groups_[g].params[i]->num_elements();
-    }
-  }
-  std::vector<float> flat(flat_size, 0.0f);
-  int64_t offset = 0;
-  k = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
-      if (present[k] == 0) continue;
-      const Tensor* grad = grads[g][i];
-      if (grad != nullptr && grad->device().is_cpu()) {
-        absl::c_copy(grad->host_span<float>(), flat.begin() + offset);
-      } else if (grad != nullptr) {
-        absl::StatusOr<Tensor> host = grad->CloneTo(CpuBackend());
-        if (!host.ok()) return host.status();
-        absl::c_copy(host->host_span<float>(), flat.begin() + offset);
-      }
-      offset += groups_[g].params[i]->num_elements();
-    }
-  }
-  status = communicator_->AllReduce(absl::MakeSpan(flat), ReduceOp::kAverage);
-  if (!status.ok()) return status;
-  // Views of the averaged gradients in `flat`; nullopt where skipped.
-  std::vector<std::vector<std::optional<Tensor>>> averaged(groups_.size());
-  offset = 0;
-  k = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    averaged[g].resize(grads[g].size());
-    for (size_t i = 0; i < grads[g].size(); ++i, ++k) {
-      if (present[k] == 0) continue;
-      const Tensor& param = *groups_[g].params[i];
-      averaged[g][i] = Tensor::Borrow(&flat[offset], DType::kFloat32,
-                                      param.shape(), Device::Cpu());
-      offset += param.num_elements();
-    }
-  }
-  // 2. Step this rank's partition.
-  const int rank = communicator_->rank();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (local_[g] == nullptr) continue;
-    std::vector<Tensor*> params;
-    std::vector<const Tensor*> own_grads;
-    for (int index : partition_.parameters[rank][g]) {
-      params.push_back(groups_[g].params[index]);
-      own_grads.push_back(averaged[g][index].has_value() ? &*averaged[g][index]
-                                                         : nullptr);
-    }
-    status = local_[g]->Step(params, own_grads);
-    if (!status.ok()) return status;
-  }
-  // 3. Every parameter from its owner to all ranks.
+  if (header[0] == 0) return false;
+  Presence present(groups_.size());
+  size_t k = 1;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      if (!averaged[g][i].has_value()) continue;
-      status = communicator_->Broadcast(
-          groups_[g].params[i]->host_span<float>(), partition_.owner[g][i]);
-      if (!status.ok()) return status;
+      present[g].push_back(header[k++] > 0);
+    }
+  }
+  GradientBuckets buckets(groups_, partition_, present);
+  status = buckets.Fill(grads);
+  if (!status.ok()) return status;
+  status = options_.overlap ? OverlappedAverageStepAndSend(buckets, present)
+                            : AverageStepAndSend(buckets, present);
+  if (!status.ok()) return status;
+  return true;
+}
+
+absl::Status ZeroOptimizer::StepPartition(GradientBuckets& buckets,
+                                          const Presence& present) {
+  const int rank = communicator_->rank();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<int>& mine = partition_.parameters[rank][g];
+    if (mine.empty()) continue;
+    std::vector<Tensor*> params;
+    std::vector<std::optional<Tensor>> averaged(mine.size());
+    std::vector<const Tensor*> grads;
+    for (size_t j = 0; j < mine.size(); ++j) {
+      params.push_back(groups_[g].params[mine[j]]);
+      if (present[g][mine[j]]) {
+        absl::StatusOr<Tensor> gradient = buckets.Gradient(g, mine[j]);
+        if (!gradient.ok()) return gradient.status();
+        averaged[j] = *std::move(gradient);
+      }
+      grads.push_back(averaged[j].has_value() ? &*averaged[j] : nullptr);
+    }
+    absl::Status status = local_[g]->Step(params, grads);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ZeroOptimizer::AverageStepAndSend(GradientBuckets& buckets,
+                                               const Presence& present) {
+  if (!buckets.all().empty()) {
+    absl::Status status =
+        communicator_->AllReduce(buckets.all(), ReduceOp::kAverage);
+    if (!status.ok()) return status;
+  }
+  absl::Status status = StepPartition(buckets, present);
+  if (!status.ok()) return status;
+  for (int owner = 0; owner < communicator_->size(); ++owner) {
+    status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
+                                owner, options_.parameters_as_bucket_view);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+// A communication thread reduces the owners' buckets in rank order, then
+// sends each owner's parameters; this thread steps as soon as its own
+// bucket is reduced, while later buckets are still in flight.
+absl::Status ZeroOptimizer::OverlappedAverageStepAndSend(
+    GradientBuckets& buckets, const Presence& present) {
+  const int size = communicator_->size();
+  const int rank = communicator_->rank();
+  std::vector<absl::Notification> reduced(size);
+  std::vector<absl::Status> reduce_status(size);
+  absl::Notification stepped;
+  absl::Status step_status;
+  absl::Status send_status;
+  std::thread communication([&] {
+    absl::Status failure;
+    for (int owner = 0; owner < size; ++owner) {
+      if (failure.ok() && !buckets.bucket(owner).empty()) {
+        failure = communicator_->AllReduce(buckets.bucket(owner),
+                                           ReduceOp::kAverage);
+      }
+      reduce_status[owner] = failure;
+      reduced[owner].Notify();
+    }
+    if (!failure.ok()) {
+      send_status = failure;
+      return;
+    }
+    for (int owner = 0; owner < size; ++owner) {
+      if (owner == rank) {
+        stepped.WaitForNotification();
+        if (!step_status.ok()) return;
+      }
+      send_status =
+          BroadcastFromOwner(*communicator_, groups_, partition_, present,
+                             owner, options_.parameters_as_bucket_view);
+      if (!send_status.ok()) return;
+    }
+  });
+  reduced[rank].WaitForNotification();
+  step_status = reduce_status[rank].ok() ? StepPartition(buckets, present)
+                                         : reduce_status[rank];
+  stepped.Notify();
+  communication.join();
+  return step_status.ok() ? send_status : step_status;
+}
+
+absl::Status ZeroOptimizer::AgreeOnEveryRank(const absl::Status& local,
+                                             absl::string_view what) {
+  std::vector<float> failed(communicator_->size(), 0.0f);
+  failed[communicator_->rank()] = local.ok() ? 0.0f : 1.0f;
+  absl::Status status =
+      communicator_->AllReduce(absl::MakeSpan(failed), ReduceOp::kSum);
+  if (!status.ok()) return status;
+  if (!local.ok()) return local;
+  for (int r = 0; r < communicator_->size(); ++r) {
+    if (failed[r] > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": rank ", r,
+                       " refused it (its own error says why); nothing "
+                       "changed on any rank"));
     }
   }
   return absl::OkStatus();
 }
 
+int64_t ZeroOptimizer::GlobalPosition(size_t group, int index) const {
+  int64_t position = index;
+  for (size_t g = 0; g < group; ++g) position += groups_[g].params.size();
+  return position;
+}
+
 int64_t ZeroOptimizer::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& optimizer : local_) {
-    if (optimizer == nullptr) continue;
     for (size_t i = 0; i < optimizer->parameters().size(); ++i) {
       for (const auto& [name, buffer] : optimizer->state(i).buffers) {
         bytes += static_cast<int64_t>(buffer.byte_size());

@@ -1,65 +1,116 @@
 // ZeroOptimizer: ZeRO-1 over a Communicator, as torch's
 // ZeroRedundancyOptimizer. Every rank holds the full model; optimizer state
 // is kept only for this rank's partition (partition.h). A step averages the
-// gradients across ranks (the job DDP does), steps this rank's parameters,
-// then each parameter is broadcast from its owner, so all ranks end equal.
+// gradients across ranks in fp32 (the job DDP does; gradient_buckets.h),
+// steps this rank's parameters, then each owner's parameters reach all
+// ranks (parameter_broadcast.h), so all ranks end equal. Parameters may mix
+// float32, float16 and bfloat16 (torch requires one dtype).
 //
-// All ranks call Create and Step together, with the same groups in the same
-// order (collectives pair up by order). Not thread-safe.
+// All ranks call every method except the accessors together, with the same
+// arguments where they are shared (collectives pair up by order). Not
+// thread-safe.
 #ifndef DISTOPT_SERVER_ZERO_ZERO_OPTIMIZER_H_
 #define DISTOPT_SERVER_ZERO_ZERO_OPTIMIZER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "server/comm/communicator.h"
 #include "server/optim/functional_optimizer.h"
+#include "server/zero/gradient_buckets.h"
 #include "server/zero/partition.h"
+#include "server/zero/zero_specification.h"
 
 namespace distopt {
-
-struct ZeroParamGroup {
-  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
-  std::vector<Tensor*> params;  // Host float32, owned by the caller.
-};
 
 class ZeroOptimizer {
  public:
   // `communicator` must outlive the optimizer. INVALID_ARGUMENT for
-  // parameters that are not host float32, or bad hyperparameters;
-  // FAILED_PRECONDITION on every rank, saying what differs, when the ranks
-  // were not given the same kind, hyperparameters and parameter shapes.
+  // parameters that are not host float32, float16 or bfloat16, or bad
+  // hyperparameters; FAILED_PRECONDITION on every rank, saying what
+  // differs, when the ranks were not given the same specification.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
-      const std::string& kind_name, std::vector<ZeroParamGroup> groups);
+      const std::string& kind_name, std::vector<ZeroParamGroup> groups,
+      const ZeroOptions& options = {});
 
-  // grads[g][i] for params[g][i] (host float32, same shape). Every rank
-  // must pass gradients for the same parameters (a null one is skipped on
-  // all ranks). Errors of the collectives (a lost rank) come back as they
-  // are.
+  // grads[g][i] for params[g][i] (the parameter's dtype and shape; null
+  // when this rank has none). A parameter with a gradient on any rank is
+  // averaged with zeros for the ranks without one, as DDP does; one with
+  // none anywhere is skipped. Errors of the collectives (a lost rank) come
+  // back as they are.
   absl::Status Step(const std::vector<std::vector<const Tensor*>>& grads);
 
+  // For a rank that has run out of data (torch's Join): takes part in the
+  // other ranks' next step with no gradients (counting as zeros) and still
+  // steps and sends its own partition. False, having done nothing, once
+  // every rank has joined.
+  absl::StatusOr<bool> ShadowStep();
+
+  // Collective, as torch's add_param_group: the new group is partitioned
+  // after the others (whose owners do not change), and this rank makes
+  // state for its share of it. FAILED_PRECONDITION on every rank when the
+  // ranks' groups differ.
+  absl::Status AddParamGroup(ZeroParamGroup group);
+
+  // Collective, as torch's consolidate_state_dict(to) + state_dict(): rank
+  // `to` receives every rank's shard into host memory and returns the
+  // unsharded state dict in torch's layout (state keyed by global position:
+  // groups in order, parameters in order within each); the other ranks
+  // return nullopt.
+  absl::StatusOr<std::optional<OptimizerStateDict>> ConsolidateStateDict(
+      int to);
+  // Collective: every rank passes the same unsharded state dict (from any
+  // world size) and keeps its partition's share. All or nothing across
+  // ranks: when any rank refuses it, none changes, and every rank returns
+  // an error (INVALID_ARGUMENT on the refusing rank naming the field). A
+  // caller that found the dict unusable passes its error, which refuses it
+  // the same way.
+  absl::Status LoadStateDict(
+      const absl::StatusOr<OptimizerStateDict>& state_dict);
+
   const ZeroPartition& partition() const { return partition_; }
+  const ZeroOptions& options() const { return options_; }
   // Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;
 
  private:
-  ZeroOptimizer(Communicator* communicator, std::vector<ZeroParamGroup> groups,
-                ZeroPartition partition,
-                std::vector<std::unique_ptr<FunctionalOptimizer>> local)
+  ZeroOptimizer(Communicator* communicator, const OptimizerKind* kind,
+                std::string kind_name, const ZeroOptions& options)
       : communicator_(communicator),
-        groups_(std::move(groups)),
-        partition_(std::move(partition)),
-        local_(std::move(local)) {}
+        kind_(kind),
+        kind_name_(std::move(kind_name)),
+        options_(options) {}
+
+  // Partitions the groups and makes the local optimizers of groups
+  // [first, end); nothing changes on failure.
+  absl::Status Extend(std::vector<ZeroParamGroup> added);
+  // One step round; false when no rank was active.
+  absl::StatusOr<bool> Round(const std::vector<std::vector<const Tensor*>>&,
+                             bool active);
+  absl::Status StepPartition(GradientBuckets& buckets,
+                             const Presence& present);
+  absl::Status AverageStepAndSend(GradientBuckets& buckets,
+                                  const Presence& present);
+  absl::Status OverlappedAverageStepAndSend(GradientBuckets& buckets,
+                                            const Presence& present);
+  int64_t GlobalPosition(size_t group, int index) const;
+  // Whether every rank's local result is OK; on false, the error to report
+  // here (this rank's own, or one naming the rank that failed).
+  absl::Status AgreeOnEveryRank(const absl::Status& local,
+                                absl::string_view what);
 
   Communicator* const communicator_;
-  const std::vector<ZeroParamGroup> groups_;
-  const ZeroPartition partition_;
+  const OptimizerKind* const kind_;
+  const std::string kind_name_;
+  const ZeroOptions options_;
+  std::vector<ZeroParamGroup> groups_;
+  ZeroPartition partition_;
   // Per group: the optimizer over this rank's parameters of the group (null
-  // when it owns none).
+  // when it owns none), in partition order.
   std::vector<std::unique_ptr<FunctionalOptimizer>> local_;
 };
 

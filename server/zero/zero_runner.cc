@@ -2,11 +2,36 @@
 
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/autograd/parameter_locks.h"
 
 namespace distopt {
+namespace {
+
+// The optimizer's view of some parameters, whose locks the caller holds.
+ZeroParamGroup ToZeroGroup(
+    const ZeroGroupSpec& spec,
+    const std::vector<std::shared_ptr<Parameter>>& parameters) {
+  ZeroParamGroup group;
+  group.hyperparameters = spec.hyperparameters;
+  for (const auto& parameter : parameters) {
+    parameter->mutex().AssertHeld();
+    group.params.push_back(&parameter->values_locked());
+  }
+  return group;
+}
+
+void BumpVersions(const std::vector<std::shared_ptr<Parameter>>& parameters) {
+  for (const auto& parameter : parameters) {
+    parameter->mutex().AssertHeld();
+    parameter->BumpVersionLocked();
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<GroupMembership*> ZeroRunner::Membership() const {
   GroupMembership* membership = membership_->load();
   if (membership == nullptr) {
@@ -17,9 +42,25 @@ absl::StatusOr<GroupMembership*> ZeroRunner::Membership() const {
   return membership;
 }
 
+absl::Status ZeroRunner::CheckCreatedLocked() const {
+  if (optimizer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+  }
+  return absl::OkStatus();
+}
+
 ZeroStatus ZeroRunner::StatusLocked() const {
   ZeroStatus status;
+  status.kind = spec_.kind;
+  status.options = spec_.options;
+  status.groups = static_cast<int>(groups_.size());
+  status.joined = joined_;
   const ZeroPartition& partition = optimizer_->partition();
+  status.world_size = static_cast<int>(partition.load.size());
+  if (GroupMembership* membership = membership_->load()) {
+    status.rank = membership->rank();
+  }
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].size(); ++i) {
       status.owners.emplace_back(groups_[g][i]->name(), partition.owner[g][i]);
@@ -31,6 +72,42 @@ ZeroStatus ZeroRunner::StatusLocked() const {
   status.steps = steps_;
   status.gradient_bytes = status.parameter_bytes;
   return status;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Parameter>>>
+ZeroRunner::FindGroupLocked(const ZeroGroupSpec& group,
+                            size_t first_group) const {
+  absl::flat_hash_set<uint64_t> seen;
+  for (const auto& parameter : AllParametersLocked()) {
+    seen.insert(parameter->id());
+  }
+  std::vector<std::shared_ptr<Parameter>> found;
+  for (size_t i = 0; i < group.parameter_names.size(); ++i) {
+    const std::string field =
+        absl::StrCat("groups[", first_group, "].parameter_names[", i, "]");
+    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
+        parameters_->Find(ParameterKey::ByName(group.parameter_names[i]));
+    if (!parameter.ok()) {
+      return absl::NotFoundError(absl::StrCat(field, ": no parameter named \"",
+                                              group.parameter_names[i], "\""));
+    }
+    // A parameter named twice would be locked twice.
+    if (!seen.insert((*parameter)->id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", group.parameter_names[i],
+                       "\" is named more than once; expected each parameter "
+                       "in one group, once"));
+    }
+    found.push_back(*std::move(parameter));
+  }
+  return found;
+}
+
+std::vector<std::shared_ptr<Parameter>> ZeroRunner::AllParametersLocked()
+    const {
+  std::vector<std::shared_ptr<Parameter>> all;
+  for (const auto& group : groups_) all.insert(all.end(), group.begin(), group.end());
+  return all;
 }
 
 absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
@@ -47,40 +124,29 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
   std::vector<std::shared_ptr<Parameter>> all;
   absl::flat_hash_set<uint64_t> seen;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    groups.emplace_back();
-    for (size_t i = 0; i < spec.groups[g].parameter_names.size(); ++i) {
-      absl::StatusOr<std::shared_ptr<Parameter>> parameter = parameters_->Find(
-          ParameterKey::ByName(spec.groups[g].parameter_names[i]));
-      if (!parameter.ok()) {
-        return absl::NotFoundError(absl::StrCat(
-            "groups[", g, "].parameter_names[", i, "]: no parameter named \"",
-            spec.groups[g].parameter_names[i], "\""));
-      }
-      // A parameter named twice would be locked twice below.
-      if (!seen.insert((*parameter)->id()).second) {
+    absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> found =
+        FindGroupLocked(spec.groups[g], g);
+    if (!found.ok()) return found.status();
+    for (const auto& parameter : *found) {
+      if (!seen.insert(parameter->id()).second) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "groups[", g, "].parameter_names[", i, "]: \"",
-            spec.groups[g].parameter_names[i],
-            "\" is named more than once; expected each parameter once"));
+            "groups[", g, "]: \"", parameter->name(),
+            "\" is also in an earlier group; expected each parameter in one "
+            "group, once"));
       }
-      all.push_back(*parameter);
-      groups.back().push_back(*std::move(parameter));
+      all.push_back(parameter);
     }
+    groups.push_back(*std::move(found));
   }
   ExclusiveParameterLocks locks(all);
   std::vector<ZeroParamGroup> zero_groups;
   for (size_t g = 0; g < groups.size(); ++g) {
-    ZeroParamGroup group;
-    group.hyperparameters = spec.groups[g].hyperparameters;
-    for (const auto& parameter : groups[g]) {
-      parameter->mutex().AssertHeld();
-      group.params.push_back(&parameter->values_locked());
-    }
-    zero_groups.push_back(std::move(group));
+    zero_groups.push_back(ToZeroGroup(spec.groups[g], groups[g]));
   }
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::Status ran = (*membership)->Run(spec.timeout, [&](Communicator& c) {
-    optimizer = ZeroOptimizer::Create(&c, *kind, spec.kind, zero_groups);
+    optimizer = ZeroOptimizer::Create(&c, *kind, spec.kind, zero_groups,
+                                      spec.options);
     return optimizer.status();
   });
   if (!ran.ok()) return ran;
@@ -99,44 +165,208 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
       contexts_->Find(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
-  if (optimizer_ == nullptr) {
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  if (joined_) {
     return absl::FailedPreconditionError(
-        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+        "zero: this rank has joined (its data ran out) and takes part in "
+        "the other ranks' steps until all have joined; expected no Step "
+        "until Join returns");
   }
   std::vector<std::vector<std::optional<Tensor>>> gradients(groups_.size());
   std::vector<std::vector<const Tensor*>> grads(groups_.size());
-  std::vector<std::shared_ptr<Parameter>> all;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (const auto& parameter : groups_[g]) {
       gradients[g].push_back((*context)->Gradient(parameter->id()));
-      all.push_back(parameter);
     }
     for (const auto& gradient : gradients[g]) {
       grads[g].push_back(gradient.has_value() ? &*gradient : nullptr);
     }
   }
+  const std::vector<std::shared_ptr<Parameter>> all = AllParametersLocked();
   ExclusiveParameterLocks locks(all);
+  consolidated_.reset();  // Stale once the state moves on.
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
     return optimizer_->Step(grads);
   });
   if (!status.ok()) return status;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < groups_[g].size(); ++i) {
-      if (grads[g][i] == nullptr) continue;
-      groups_[g][i]->mutex().AssertHeld();
-      groups_[g][i]->BumpVersionLocked();
+  BumpVersions(all);
+  ++steps_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ZeroRunner::Join() {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  {
+    absl::MutexLock lock(&mutex_);
+    absl::Status created = CheckCreatedLocked();
+    if (!created.ok()) return created;
+    if (joined_) {
+      return absl::FailedPreconditionError(
+          "zero: this rank is already joining; expected one Join at a time");
+    }
+    joined_ = true;
+  }
+  // One round at a time, so that GetZero answers in between.
+  int64_t shadowed = 0;
+  while (true) {
+    absl::MutexLock lock(&mutex_);
+    const std::vector<std::shared_ptr<Parameter>> all = AllParametersLocked();
+    ExclusiveParameterLocks locks(all);
+    bool more = false;
+    absl::Status status =
+        (*membership)->Run(spec_.timeout, [&](Communicator&) {
+          absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
+          if (!stepped.ok()) return stepped.status();
+          more = *stepped;
+          return absl::OkStatus();
+        });
+    if (!status.ok() || !more) {
+      joined_ = false;
+      if (!status.ok()) return status;
+      return shadowed;
+    }
+    consolidated_.reset();
+    BumpVersions(all);
+    ++steps_;
+    ++shadowed;
+  }
+}
+
+absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
+    const ZeroGroupSpec& group) {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> found =
+      FindGroupLocked(group, groups_.size());
+  if (!found.ok()) return found.status();
+  ExclusiveParameterLocks locks(*found);
+  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
+    return optimizer_->AddParamGroup(ToZeroGroup(group, *found));
+  });
+  if (!status.ok()) return status;
+  spec_.groups.push_back(group);
+  groups_.push_back(*std::move(found));
+  consolidated_.reset();
+  return StatusLocked();
+}
+
+absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  std::optional<OptimizerStateDict> whole;
+  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
+    absl::StatusOr<std::optional<OptimizerStateDict>> gathered =
+        optimizer_->ConsolidateStateDict(to);
+    if (!gathered.ok()) return gathered.status();
+    whole = *std::move(gathered);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  consolidated_.reset();
+  if (!whole.has_value()) return false;
+  NamedStateDict named;
+  named.state_dict = *std::move(whole);
+  for (const auto& parameter : AllParametersLocked()) {
+    named.parameter_names.push_back(parameter->name());
+  }
+  consolidated_ = std::move(named);
+  return true;
+}
+
+absl::StatusOr<NamedStateDict> ZeroRunner::GetStateDict() const {
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  if (!consolidated_.has_value()) {
+    return absl::FailedPreconditionError(
+        "zero: this rank holds no consolidated state dict (none was "
+        "gathered here since the last step); expected ConsolidateStateDict "
+        "with `to` = this rank first");
+  }
+  return *consolidated_;
+}
+
+absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
+    const NamedStateDict& named) const {
+  absl::flat_hash_map<std::string, int64_t> position;
+  for (const auto& parameter : AllParametersLocked()) {
+    position.emplace(parameter->name(), position.size());
+  }
+  if (named.parameter_names.size() != position.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state_dict.parameter_names: ", named.parameter_names.size(),
+        " names; expected ", position.size(), ", one per parameter"));
+  }
+  // Where each saved position is now.
+  std::vector<int64_t> now;
+  absl::flat_hash_set<std::string> seen;
+  for (size_t p = 0; p < named.parameter_names.size(); ++p) {
+    const std::string& name = named.parameter_names[p];
+    auto it = position.find(name);
+    if (it == position.end() || !seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state_dict.parameter_names[", p, "]: \"", name, "\"; expected ",
+          it == position.end() ? "a parameter of this optimizer"
+                               : "each name once"));
+    }
+    now.push_back(it->second);
+  }
+  OptimizerStateDict dict = named.state_dict;
+  for (auto& group : dict.param_groups) {
+    for (int64_t& p : group.params) {
+      if (p < 0 || p >= static_cast<int64_t>(now.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "state_dict.param_groups: position ", p, "; expected 0 to ",
+            now.size() - 1));
+      }
+      p = now[p];
     }
   }
-  ++steps_;
+  dict.state.clear();
+  for (const auto& [p, entry] : named.state_dict.state) {
+    if (p < 0 || p >= static_cast<int64_t>(now.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state_dict.state[", p, "]: no such position; expected 0 to ",
+          now.size() - 1));
+    }
+    dict.state[now[p]] = entry;
+  }
+  return dict;
+}
+
+absl::Status ZeroRunner::LoadStateDict(
+    const absl::StatusOr<NamedStateDict>& named) {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  const absl::StatusOr<OptimizerStateDict> dict =
+      named.ok() ? ByPositionLocked(*named)
+                 : absl::StatusOr<OptimizerStateDict>(named.status());
+  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
+    return optimizer_->LoadStateDict(dict);
+  });
+  if (!status.ok()) return status;
+  for (size_t g = 0; g < spec_.groups.size(); ++g) {
+    spec_.groups[g].hyperparameters = dict->param_groups[g].hyperparameters;
+  }
+  consolidated_.reset();
   return absl::OkStatus();
 }
 
 absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
   absl::MutexLock lock(&mutex_);
-  if (optimizer_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
-  }
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
   return StatusLocked();
 }
 

@@ -2,11 +2,14 @@
 // the ZeroService RPCs. It finds the parameters by name, runs the
 // collectives through the daemon's group, takes the gradients from an
 // autograd context, and holds the parameters' locks (in id order) for the
-// whole step, so a forward never sees a half-done one. Thread-safe.
+// whole step, so a forward never sees a half-done one. It keeps the state
+// dict consolidated on this rank, keyed by parameter name, until the next
+// step. Thread-safe.
 #ifndef DISTOPT_SERVER_ZERO_ZERO_RUNNER_H_
 #define DISTOPT_SERVER_ZERO_ZERO_RUNNER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,23 +24,37 @@
 
 namespace distopt {
 
+struct ZeroGroupSpec {
+  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
+  std::vector<std::string> parameter_names;
+};
+
 struct ZeroSpec {
   std::string kind;
-  struct Group {
-    absl::flat_hash_map<std::string, HyperValue> hyperparameters;
-    std::vector<std::string> parameter_names;
-  };
-  std::vector<Group> groups;
+  std::vector<ZeroGroupSpec> groups;
+  ZeroOptions options;
   absl::Duration timeout = absl::Seconds(60);
 };
 
 struct ZeroStatus {
+  std::string kind;
+  ZeroOptions options;
+  int rank = 0;
+  int world_size = 0;
+  int groups = 0;
+  bool joined = false;
   std::vector<std::pair<std::string, int>> owners;  // Name, owning rank.
   std::vector<int64_t> loads;
   int64_t state_bytes = 0;
   int64_t steps = 0;
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
+};
+
+// An unsharded ZeRO state dict with the parameter name at each position.
+struct NamedStateDict {
+  OptimizerStateDict state_dict;
+  std::vector<std::string> parameter_names;
 };
 
 class ZeroRunner {
@@ -57,10 +74,33 @@ class ZeroRunner {
   absl::StatusOr<ZeroStatus> Create(const ZeroSpec& spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Returns the number of the other ranks' steps taken part in.
+  absl::StatusOr<int64_t> Join() ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<ZeroStatus> AddParamGroup(const ZeroGroupSpec& group)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // True on rank `to`, which then holds the state dict.
+  absl::StatusOr<bool> ConsolidateStateDict(int to) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<NamedStateDict> GetStateDict() const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // `state_dict` is this rank's copy, or the error its conversion met (the
+  // other ranks are then refused too, rather than left waiting).
+  absl::Status LoadStateDict(const absl::StatusOr<NamedStateDict>& state_dict)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<ZeroStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   absl::StatusOr<GroupMembership*> Membership() const;
+  absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The parameters named by `group`, none already in use (`first_group`
+  // numbers the group in messages).
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> FindGroupLocked(
+      const ZeroGroupSpec& group, size_t first_group) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::vector<std::shared_ptr<Parameter>> AllParametersLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Maps the dict's names onto this model's positions.
+  absl::StatusOr<OptimizerStateDict> ByPositionLocked(
+      const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   ZeroStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   ParameterStore* const parameters_;
@@ -74,6 +114,8 @@ class ZeroRunner {
       ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool joined_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace distopt

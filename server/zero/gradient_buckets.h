@@ -1,0 +1,52 @@
+// The gradients of one ZeRO step in one flat float32 buffer, laid out owner
+// by owner: the parameters of rank r (those with a gradient on some rank)
+// form bucket r, so a rank can step its partition as soon as its own bucket
+// is reduced, and the buffer can be averaged whole or bucket by bucket.
+// fp16 and bf16 gradients are widened, so the average is taken in fp32.
+#ifndef DISTOPT_SERVER_ZERO_GRADIENT_BUCKETS_H_
+#define DISTOPT_SERVER_ZERO_GRADIENT_BUCKETS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "server/zero/partition.h"
+#include "server/zero/zero_specification.h"
+
+namespace distopt {
+
+// present[g][i]: parameter i of group g has a gradient on some rank.
+using Presence = std::vector<std::vector<bool>>;
+
+class GradientBuckets {
+ public:
+  // `groups` must outlive the buckets.
+  GradientBuckets(const std::vector<ZeroParamGroup>& groups,
+                  const ZeroPartition& partition, const Presence& present);
+
+  // Copies this rank's gradients in (a null one, for a parameter present
+  // elsewhere, counts as zeros).
+  absl::Status Fill(const std::vector<std::vector<const Tensor*>>& grads);
+
+  absl::Span<float> all() { return absl::MakeSpan(values_); }
+  absl::Span<float> bucket(int rank);
+
+  // The gradient of parameter i of group g in the parameter's dtype: a view
+  // for float32, a copy rounded to nearest even for fp16 and bf16.
+  // Only for present parameters.
+  absl::StatusOr<Tensor> Gradient(int g, int i);
+
+ private:
+  const std::vector<ZeroParamGroup>& groups_;
+  // [g][i]: where the gradient starts in values_; -1 when absent.
+  std::vector<std::vector<int64_t>> offset_;
+  // bucket r is [begin_[r], begin_[r + 1]).
+  std::vector<int64_t> begin_;
+  std::vector<float> values_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_ZERO_GRADIENT_BUCKETS_H_

@@ -1,0 +1,72 @@
+#include "server/zero/parameter_broadcast.h"
+
+#include <cstring>
+
+namespace distopt {
+namespace {
+
+absl::Span<char> BytesOf(Tensor& tensor) {
+  return absl::Span<char>(static_cast<char*>(tensor.data()),
+                          tensor.byte_size());
+}
+
+// One bucket: `owner`'s stepped parameters of `dtype`.
+absl::Status BroadcastBucket(Communicator& communicator,
+                             const std::vector<Tensor*>& members, int owner) {
+  size_t size = 0;
+  for (const Tensor* p : members) size += p->byte_size();
+  if (size == 0) return absl::OkStatus();
+  std::vector<char> bucket(size);
+  const bool sending = communicator.rank() == owner;
+  size_t offset = 0;
+  if (sending) {
+    for (Tensor* p : members) {
+      std::memcpy(bucket.data() + offset, p->data(), p->byte_size());
+      offset += p->byte_size();
+    }
+  }
+  absl::Status status =
+      communicator.BroadcastBytes(absl::MakeSpan(bucket), owner);
+  if (!status.ok() || sending) return status;
+  offset = 0;
+  for (Tensor* p : members) {
+    std::memcpy(p->data(), bucket.data() + offset, p->byte_size());
+    offset += p->byte_size();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status BroadcastFromOwner(Communicator& communicator,
+                                const std::vector<ZeroParamGroup>& groups,
+                                const ZeroPartition& partition,
+                                const Presence& present, int owner,
+                                bool as_buckets) {
+  // In the owner's partition order, which every rank knows.
+  std::vector<Tensor*> stepped;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int i : partition.parameters[owner][g]) {
+      if (present[g][i]) stepped.push_back(groups[g].params[i]);
+    }
+  }
+  if (!as_buckets) {
+    for (Tensor* p : stepped) {
+      if (p->byte_size() == 0) continue;
+      absl::Status status = communicator.BroadcastBytes(BytesOf(*p), owner);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    std::vector<Tensor*> members;
+    for (Tensor* p : stepped) {
+      if (p->dtype() == dtype) members.push_back(p);
+    }
+    absl::Status status = BroadcastBucket(communicator, members, owner);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace distopt

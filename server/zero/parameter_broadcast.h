@@ -1,0 +1,29 @@
+// The last phase of a ZeRO step: the parameters an owner rank has just
+// stepped reach every rank. Either one broadcast per parameter, or, with
+// parameters_as_bucket_view, one flat bucket per (owner, dtype): the owner
+// packs its stepped parameters of that dtype into one buffer, broadcasts
+// it, and the others unpack it. Only parameters that had a gradient on some
+// rank are sent; the others did not change anywhere.
+#ifndef DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_
+#define DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/comm/communicator.h"
+#include "server/zero/gradient_buckets.h"
+#include "server/zero/partition.h"
+#include "server/zero/zero_specification.h"
+
+namespace distopt {
+
+// Collective. Sends `owner`'s stepped parameters to all ranks.
+absl::Status BroadcastFromOwner(Communicator& communicator,
+                                const std::vector<ZeroParamGroup>& groups,
+                                const ZeroPartition& partition,
+                                const Presence& present, int owner,
+                                bool as_buckets);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_

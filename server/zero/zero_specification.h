@@ -1,0 +1,56 @@
+// What every rank of a ZeRO optimizer must agree on (the optimizer kind,
+// the parameter groups with their hyperparameters, dtypes and shapes, the
+// options), and the check that they do: each rank all-gathers a hash of
+// each part, so a mismatch is found on every rank and named on each.
+#ifndef DISTOPT_SERVER_ZERO_ZERO_SPECIFICATION_H_
+#define DISTOPT_SERVER_ZERO_ZERO_SPECIFICATION_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/tensor.h"
+#include "server/comm/communicator.h"
+#include "server/optim/hyperparameters.h"
+
+namespace distopt {
+
+struct ZeroParamGroup {
+  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
+  // Host float32, float16 or bfloat16, owned by the caller.
+  std::vector<Tensor*> params;
+};
+
+struct ZeroOptions {
+  // Parameters reach the other ranks through one flat bucket per (owner
+  // rank, dtype) instead of one broadcast per parameter.
+  bool parameters_as_bucket_view = false;
+  // Gradients are averaged one owner's bucket at a time on a communication
+  // thread, so a rank steps its partition while the later buckets are
+  // still being reduced.
+  bool overlap = false;
+};
+
+// Named parts, each rendered as text. `first_group` numbers the groups in
+// the text (for a group added later).
+using SpecificationParts = std::vector<std::pair<std::string, std::string>>;
+SpecificationParts DescribeSpecification(
+    const std::string& kind_name, const std::vector<ZeroParamGroup>& groups,
+    const ZeroOptions& options, int first_group = 0);
+
+// Collective. FAILED_PRECONDITION on every rank, naming the part and the
+// differing ranks, unless every rank passed the same parts.
+absl::Status CheckSameOnEveryRank(Communicator& communicator,
+                                  const SpecificationParts& parts);
+
+// An unsigned integer as four floats of 16 bits each, every one exactly
+// representable, so that it crosses float collectives unchanged.
+std::vector<float> EncodeAsFloats(uint64_t value);
+uint64_t DecodeFromFloats(const float* four);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_ZERO_ZERO_SPECIFICATION_H_
