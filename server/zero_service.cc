@@ -57,8 +57,7 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
                                          v1::ZeroInfo* response) {
   ZeroSpec spec;
   spec.kind = request->kind();
-  spec.options.parameters_as_bucket_view =
-      request->parameters_as_bucket_view();
+  spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
   spec.options.overlap = request->overlap();
   const int64_t timeout_ms =
       request->timeout_ms() == 0 ? 60000 : request->timeout_ms();
@@ -136,7 +135,8 @@ grpc::Status ZeroServiceImpl::LoadStateDict(grpc::ServerContext*,
                                             v1::LoadZeroStateDictResponse*) {
   // A dict that does not convert is still taken to the collective, so the
   // other ranks are refused with it instead of waiting for this one.
-  absl::StatusOr<NamedStateDict> named = [&]() -> absl::StatusOr<NamedStateDict> {
+  absl::StatusOr<NamedStateDict> named =
+      [&]() -> absl::StatusOr<NamedStateDict> {
     absl::StatusOr<OptimizerStateDict> dict =
         StateDictFromProto(request->state_dict());
     if (!dict.ok()) return dict.status();

@@ -20,135 +20,12 @@
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
 #include "tests/worker_fixture.h"
+#include "tests/zero_fixture.h"
 
 namespace distopt {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr double kLr = 0.1;
-constexpr double kMomentum = 0.9;
-const std::vector<std::pair<std::string, Shape>> kModel = {
-    {"fc1.weight", {16, 8}},
-    {"fc1.bias", {16}},
-    {"fc2.weight", {4, 16}},
-    {"fc2.bias", {4}}};
-
-absl::flat_hash_map<std::string, HyperValue> Hyperparameters(
-    const std::string& kind, double lr) {
-  if (kind == "sgd") return {{"lr", lr}, {"momentum", kMomentum}};
-  return {{"lr", lr / 10}, {"weight_decay", 0.01}};
-}
-
-v1::CreateZeroRequest Spec(const std::string& kind, double lr) {
-  v1::CreateZeroRequest request;
-  request.set_kind(kind);
-  request.set_timeout_ms(30000);
-  v1::ZeroParamGroup* group = request.add_groups();
-  for (const auto& [name, value] : Hyperparameters(kind, lr)) {
-    (*group->mutable_hyperparameters())[name].set_number(
-        std::get<double>(value));
-  }
-  for (const auto& [name, shape] : kModel) group->add_parameter_names(name);
-  return request;
-}
-
-v1::CreateZeroRequest SgdSpec(double lr) { return Spec("sgd", lr); }
-
-Tensor Initial(size_t p) {
-  return testing::Ramp(kModel[p].second, -1.0f, 0.03f);
-}
-
-// Rank `rank`'s gradient of parameter `p` at step `step`: multiples of 1/64
-// small enough that every sum over ranks is exact in float32, in any order.
-Tensor RankGradient(int rank, size_t p, int step) {
-  Tensor t = *Tensor::AllocateHost(DType::kFloat32, kModel[p].second);
-  absl::Span<float> v = t.host_span<float>();
-  for (int64_t e = 0; e < t.num_elements(); ++e) {
-    v[e] =
-        static_cast<float>(((e * 7 + p * 3 + step * 11 + rank * 13) % 17) - 8) /
-        64.0f;
-  }
-  return t;
-}
-
-class ZeroServiceTest : public ::testing::Test {
- protected:
-  void SetUp() override { StartRanks(2); }
-
-  // Starts `world` daemons joined through rank 0's store, each holding the
-  // model at its initial values.
-  void StartRanks(int world) {
-    world_ = world;
-    ranks_.push_back(testing::StartWorkerOrDie(
-        {"--rank=0", absl::StrCat("--world_size=", world),
-         "--rendezvous=127.0.0.1:1", "--group_timeout=60s"}));
-    ASSERT_NE(ranks_[0], nullptr);
-    for (int r = 1; r < world; ++r) {
-      ranks_.push_back(testing::StartWorkerOrDie(
-          {absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
-           "--rendezvous=" + ranks_[0]->address()}));
-      ASSERT_NE(ranks_[r], nullptr);
-    }
-    for (int r = 0; r < world; ++r) {
-      addresses_.push_back(ranks_[r]->address());
-      std::vector<RemoteParameter> params;
-      for (size_t p = 0; p < kModel.size(); ++p) {
-        absl::StatusOr<RemoteParameter> param = client_.CreateParameterFrom(
-            addresses_[r], kModel[p].first, Initial(p));
-        ASSERT_TRUE(param.ok()) << param.status();
-        params.push_back(*param);
-      }
-      params_.push_back(params);
-    }
-  }
-
-  // Runs `call(rank)` on every rank at once, as a collective needs.
-  std::vector<grpc::Status> OnEveryRank(
-      const std::function<grpc::Status(int)>& call) {
-    std::vector<grpc::Status> results(world_);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world_; ++r) {
-      threads.emplace_back([&, r] { results[r] = call(r); });
-    }
-    for (std::thread& thread : threads) thread.join();
-    return results;
-  }
-
-  grpc::Status CreateZero(int rank, const v1::CreateZeroRequest& request,
-                          v1::ZeroInfo* info) {
-    auto stub = v1::ZeroService::NewStub(client_.Channel(addresses_[rank]));
-    grpc::ClientContext context;
-    return stub->CreateZero(&context, request, info);
-  }
-
-  grpc::Status Step(int rank, uint64_t context_id) {
-    auto stub = v1::ZeroService::NewStub(client_.Channel(addresses_[rank]));
-    grpc::ClientContext context;
-    v1::ZeroStepRequest request;
-    request.set_context_id(context_id);
-    v1::ZeroStepResponse response;
-    return stub->Step(&context, request, &response);
-  }
-
-  // Every rank's parameters equal `reference`, bit for bit.
-  void ExpectEveryRankHolds(const std::vector<Tensor>& reference) {
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      for (int r = 0; r < world_; ++r) {
-        absl::StatusOr<Tensor> values = client_.ReadParameter(params_[r][p]);
-        ASSERT_TRUE(values.ok()) << values.status();
-        EXPECT_TRUE(testing::SameBytes(*values, reference[p]))
-            << "rank " << r << " " << kModel[p].first;
-      }
-    }
-  }
-
-  int world_ = 0;
-  std::vector<std::unique_ptr<LocalWorker>> ranks_;
-  std::vector<std::string> addresses_;
-  std::vector<std::vector<RemoteParameter>> params_;
-  Client client_;
-};
 
 // (optimizer kind, world size).
 class ZeroTrainingTest
@@ -174,62 +51,27 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
   }
   EXPECT_EQ(static_cast<int>(owners.size()), world_);
 
-  // The reference: one local optimizer over the whole model, fed the
-  // average of the ranks' gradients (computed as the all-reduce does).
-  auto registry = OptimizerRegistry::WithBuiltins();
-  std::vector<ParameterLayout> layouts;
-  std::vector<Tensor> reference;
-  for (size_t p = 0; p < kModel.size(); ++p) {
-    layouts.push_back({DType::kFloat32, kModel[p].second});
-    reference.push_back(Initial(p));
-  }
-  std::unique_ptr<FunctionalOptimizer> local = *FunctionalOptimizer::Create(
-      *registry->Find(kind), Hyperparameters(kind, kLr), layouts);
+  ReferenceTraining reference(kind);
   constexpr int kSteps = 10;
   for (int step = 0; step < kSteps; ++step) {
-    const uint64_t context_id = client_.NewContextId();
-    for (int r = 0; r < world_; ++r) {
-      std::vector<std::pair<uint64_t, Tensor>> gradients;
-      for (size_t p = 0; p < kModel.size(); ++p) {
-        gradients.emplace_back(params_[r][p].id, RankGradient(r, p, step));
-      }
-      ASSERT_TRUE(
-          client_.AccumulateGradients(addresses_[r], context_id, gradients)
-              .ok());
-    }
+    const uint64_t context_id = PushGradients(step);
     std::vector<grpc::Status> stepped =
         OnEveryRank([&](int r) { return Step(r, context_id); });
     for (int r = 0; r < world_; ++r) {
       ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
     }
-    std::vector<Tensor> averaged;
-    std::vector<Tensor*> params;
-    std::vector<const Tensor*> grads;
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      Tensor sum = RankGradient(0, p, step);
-      for (int r = 1; r < world_; ++r) {
-        Tensor other = RankGradient(r, p, step);
-        for (int64_t e = 0; e < sum.num_elements(); ++e) {
-          sum.host_span<float>()[e] += other.host_span<float>()[e];
-        }
-      }
-      for (float& x : sum.host_span<float>()) x *= 1.0f / world_;
-      averaged.push_back(std::move(sum));
-    }
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      params.push_back(&reference[p]);
-      grads.push_back(&averaged[p]);
-    }
-    ASSERT_TRUE(local->Step(params, grads).ok());
+    reference.Step(world_, step);
   }
-  ExpectEveryRankHolds(reference);
+  ExpectEveryRankHolds(reference.values());
   // Each rank holds the state of its own partition only: within one
   // parameter's state of total/W, and one copy of it in all.
   int64_t total_state = 0, largest = 0, model_bytes = 0;
-  for (const Tensor& values : reference) model_bytes += values.byte_size();
+  for (const Tensor& values : reference.values()) {
+    model_bytes += values.byte_size();
+  }
   for (size_t p = 0; p < kModel.size(); ++p) {
     int64_t bytes = 0;
-    for (const auto& [name, buffer] : local->state(p).buffers) {
+    for (const auto& [name, buffer] : reference.optimizer().state(p).buffers) {
       bytes += buffer.byte_size();
     }
     total_state += bytes;
@@ -237,7 +79,7 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
   }
   int64_t sum_state = 0;
   for (int r = 0; r < world_; ++r) {
-    auto stub = v1::ZeroService::NewStub(client_.Channel(addresses_[r]));
+    auto stub = v1::ZeroService::NewStub(client_->Channel(addresses_[r]));
     grpc::ClientContext context;
     v1::ZeroInfo after;
     ASSERT_TRUE(stub->GetZero(&context, v1::GetZeroRequest(), &after).ok());
@@ -261,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(KindsAndWorlds, ZeroTrainingTest,
                          });
 
 TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
-  grpc::Status early = Step(0, client_.NewContextId());
+  grpc::Status early = Step(0, client_->NewContextId());
   // The context does not exist yet either; whichever is reported, it is a
   // refusal that names what is wrong, not a hang on the other rank.
   EXPECT_NE(early.error_code(), grpc::StatusCode::OK);
@@ -293,7 +135,7 @@ TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
   ASSERT_TRUE(created[0].ok() && created[1].ok());
   // Rank 0 has a gradient for every parameter but the last; rank 1 only
   // for the first. The last has none anywhere and is left as it was.
-  const uint64_t context_id = client_.NewContextId();
+  const uint64_t context_id = client_->NewContextId();
   for (int r = 0; r < world_; ++r) {
     const size_t count = r == 0 ? kModel.size() - 1 : 1;
     std::vector<std::pair<uint64_t, Tensor>> gradients;
@@ -301,7 +143,8 @@ TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
       gradients.emplace_back(params_[r][p].id, RankGradient(r, p, 0));
     }
     ASSERT_TRUE(
-        client_.AccumulateGradients(addresses_[r], context_id, gradients).ok());
+        client_->AccumulateGradients(addresses_[r], context_id, gradients)
+            .ok());
   }
   std::vector<grpc::Status> stepped =
       OnEveryRank([&](int r) { return Step(r, context_id); });
@@ -345,19 +188,19 @@ TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   ASSERT_TRUE(created[0].ok() && created[1].ok());
   std::vector<Tensor> before;
   for (size_t p = 0; p < kModel.size(); ++p) {
-    absl::StatusOr<Tensor> values = client_.ReadParameter(params_[0][p]);
+    absl::StatusOr<Tensor> values = client_->ReadParameter(params_[0][p]);
     ASSERT_TRUE(values.ok());
     before.push_back(*std::move(values));
   }
   ranks_[1]->Signal(SIGKILL);
   ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(10)).ok());
-  const uint64_t context_id = client_.NewContextId();
+  const uint64_t context_id = client_->NewContextId();
   std::vector<std::pair<uint64_t, Tensor>> gradients;
   for (size_t p = 0; p < kModel.size(); ++p) {
     gradients.emplace_back(params_[0][p].id, RankGradient(0, p, 0));
   }
   ASSERT_TRUE(
-      client_.AccumulateGradients(addresses_[0], context_id, gradients).ok());
+      client_->AccumulateGradients(addresses_[0], context_id, gradients).ok());
   // The survivor's step fails (no hang past the timeout) before it changes
   // anything: the gradients are averaged before any rank steps.
   grpc::Status stepped = Step(0, context_id);
@@ -365,7 +208,7 @@ TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   EXPECT_THAT(stepped.error_message(),
               HasSubstr("lost: rank 1 (" + addresses_[1] + ")"));
   for (size_t p = 0; p < kModel.size(); ++p) {
-    absl::StatusOr<Tensor> values = client_.ReadParameter(params_[0][p]);
+    absl::StatusOr<Tensor> values = client_->ReadParameter(params_[0][p]);
     ASSERT_TRUE(values.ok());
     EXPECT_TRUE(testing::SameBytes(*values, before[p])) << kModel[p].first;
   }

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/comm/gloo_test_ranks.h"
 
 namespace distopt {
 namespace {
@@ -16,29 +17,8 @@ namespace {
 using ::testing::Each;
 using ::testing::ElementsAre;
 
-// Runs body(communicator) on `size` ranks at once.
-template <typename Body>
-void OnRanks(int size, Body body) {
-  KeyValueStore store;
-  LocalRendezvousStore rendezvous(&store);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < size; ++r) {
-    ranks.emplace_back([&, r] {
-      GlooOptions options;
-      options.rank = r;
-      options.size = size;
-      options.timeout = absl::Seconds(20);
-      absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-          CreateGlooCommunicator(options, &rendezvous);
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      body(**communicator);
-    });
-  }
-  for (std::thread& rank : ranks) rank.join();
-}
-
 TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
-  OnRanks(3, [](Communicator& c) {
+  OnGlooRanks(3, [](Communicator& c) {
     std::vector<float> values(1000, static_cast<float>(c.rank() + 1));
     ASSERT_TRUE(c.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok());
     EXPECT_THAT(values, Each(6.0f));  // 1 + 2 + 3.
@@ -68,7 +48,7 @@ TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
 }
 
 TEST(GlooCommunicatorTest, BytesBroadcastAndGatherToOneRoot) {
-  OnRanks(3, [](Communicator& c) {
+  OnGlooRanks(3, [](Communicator& c) {
     std::string bytes = c.rank() == 2 ? "from two" : "????????";
     ASSERT_TRUE(c.BroadcastBytes(absl::MakeSpan(bytes), /*root=*/2).ok());
     EXPECT_EQ(bytes, "from two");

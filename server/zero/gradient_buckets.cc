@@ -48,8 +48,8 @@ absl::Status GradientBuckets::Fill(
         if (!host.ok()) return host.status();
         grad = *std::move(host);
       }
-      absl::Span<float> out = absl::MakeSpan(values_).subspan(
-          offset_[g][i], grad.num_elements());
+      absl::Span<float> out =
+          absl::MakeSpan(values_).subspan(offset_[g][i], grad.num_elements());
       switch (grad.dtype()) {
         case DType::kFloat32:
           absl::c_copy(grad.host_span<float>(), out.begin());

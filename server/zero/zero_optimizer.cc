@@ -35,14 +35,14 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     const ZeroOptions& options) {
   std::unique_ptr<ZeroOptimizer> zero(
       new ZeroOptimizer(communicator, kind, kind_name, options));
-  absl::Status valid = zero->AgreeOnEveryRank(CheckParameters(groups, 0),
-                                              "the parameters");
+  absl::Status valid =
+      zero->AgreeOnEveryRank(CheckParameters(groups, 0), "the parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator, DescribeSpecification(kind_name, groups, options));
   if (!same.ok()) return same;
-  absl::Status made = zero->AgreeOnEveryRank(zero->Extend(std::move(groups)),
-                                             "the optimizer");
+  absl::Status made =
+      zero->AgreeOnEveryRank(zero->Extend(std::move(groups)), "the optimizer");
   if (!made.ok()) return made;
   return zero;
 }
@@ -227,8 +227,8 @@ absl::Status ZeroOptimizer::OverlappedAverageStepAndSend(
     absl::Status failure;
     for (int owner = 0; owner < size; ++owner) {
       if (failure.ok() && !buckets.bucket(owner).empty()) {
-        failure = communicator_->AllReduce(buckets.bucket(owner),
-                                           ReduceOp::kAverage);
+        failure =
+            communicator_->AllReduce(buckets.bucket(owner), ReduceOp::kAverage);
       }
       reduce_status[owner] = failure;
       reduced[owner].Notify();

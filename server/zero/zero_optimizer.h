@@ -91,8 +91,7 @@ class ZeroOptimizer {
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const std::vector<std::vector<const Tensor*>>&,
                              bool active);
-  absl::Status StepPartition(GradientBuckets& buckets,
-                             const Presence& present);
+  absl::Status StepPartition(GradientBuckets& buckets, const Presence& present);
   absl::Status AverageStepAndSend(GradientBuckets& buckets,
                                   const Presence& present);
   absl::Status OverlappedAverageStepAndSend(GradientBuckets& buckets,

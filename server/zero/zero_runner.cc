@@ -55,7 +55,6 @@ ZeroStatus ZeroRunner::StatusLocked() const {
   status.kind = spec_.kind;
   status.options = spec_.options;
   status.groups = static_cast<int>(groups_.size());
-  status.joined = joined_;
   const ZeroPartition& partition = optimizer_->partition();
   status.world_size = static_cast<int>(partition.load.size());
   if (GroupMembership* membership = membership_->load()) {
@@ -72,6 +71,12 @@ ZeroStatus ZeroRunner::StatusLocked() const {
   status.steps = steps_;
   status.gradient_bytes = status.parameter_bytes;
   return status;
+}
+
+void ZeroRunner::PublishLocked() {
+  ZeroStatus status = StatusLocked();
+  absl::MutexLock lock(&published_mutex_);
+  published_ = std::move(status);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Parameter>>>
@@ -106,7 +111,8 @@ ZeroRunner::FindGroupLocked(const ZeroGroupSpec& group,
 std::vector<std::shared_ptr<Parameter>> ZeroRunner::AllParametersLocked()
     const {
   std::vector<std::shared_ptr<Parameter>> all;
-  for (const auto& group : groups_) all.insert(all.end(), group.begin(), group.end());
+  for (const auto& group : groups_)
+    all.insert(all.end(), group.begin(), group.end());
   return all;
 }
 
@@ -145,20 +151,27 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
   }
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::Status ran = (*membership)->Run(spec.timeout, [&](Communicator& c) {
-    optimizer = ZeroOptimizer::Create(&c, *kind, spec.kind, zero_groups,
-                                      spec.options);
+    optimizer =
+        ZeroOptimizer::Create(&c, *kind, spec.kind, zero_groups, spec.options);
     return optimizer.status();
   });
   if (!ran.ok()) return ran;
   spec_ = spec;
   groups_ = std::move(groups);
   optimizer_ = *std::move(optimizer);
+  PublishLocked();
   return StatusLocked();
 }
 
 absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::Status valid = ValidateContextId(context_id, "context_id");
   if (!valid.ok()) return valid;
+  if (joined_) {
+    return absl::FailedPreconditionError(
+        "zero: this rank has joined (its data ran out) and takes part in "
+        "the other ranks' steps until all have joined; expected no Step "
+        "until Join returns");
+  }
   absl::StatusOr<GroupMembership*> membership = Membership();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
@@ -167,12 +180,6 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  if (joined_) {
-    return absl::FailedPreconditionError(
-        "zero: this rank has joined (its data ran out) and takes part in "
-        "the other ranks' steps until all have joined; expected no Step "
-        "until Join returns");
-  }
   std::vector<std::vector<std::optional<Tensor>>> gradients(groups_.size());
   std::vector<std::vector<const Tensor*>> grads(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -192,6 +199,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   if (!status.ok()) return status;
   BumpVersions(all);
   ++steps_;
+  PublishLocked();
   return absl::OkStatus();
 }
 
@@ -202,11 +210,10 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     absl::MutexLock lock(&mutex_);
     absl::Status created = CheckCreatedLocked();
     if (!created.ok()) return created;
-    if (joined_) {
+    if (joined_.exchange(true)) {
       return absl::FailedPreconditionError(
           "zero: this rank is already joining; expected one Join at a time");
     }
-    joined_ = true;
   }
   // One round at a time, so that GetZero answers in between.
   int64_t shadowed = 0;
@@ -215,13 +222,12 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     const std::vector<std::shared_ptr<Parameter>> all = AllParametersLocked();
     ExclusiveParameterLocks locks(all);
     bool more = false;
-    absl::Status status =
-        (*membership)->Run(spec_.timeout, [&](Communicator&) {
-          absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
-          if (!stepped.ok()) return stepped.status();
-          more = *stepped;
-          return absl::OkStatus();
-        });
+    absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
+      absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
+      if (!stepped.ok()) return stepped.status();
+      more = *stepped;
+      return absl::OkStatus();
+    });
     if (!status.ok() || !more) {
       joined_ = false;
       if (!status.ok()) return status;
@@ -231,6 +237,7 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     BumpVersions(all);
     ++steps_;
     ++shadowed;
+    PublishLocked();
   }
 }
 
@@ -252,6 +259,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
   spec_.groups.push_back(group);
   groups_.push_back(*std::move(found));
   consolidated_.reset();
+  PublishLocked();
   return StatusLocked();
 }
 
@@ -323,9 +331,9 @@ absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
   for (auto& group : dict.param_groups) {
     for (int64_t& p : group.params) {
       if (p < 0 || p >= static_cast<int64_t>(now.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "state_dict.param_groups: position ", p, "; expected 0 to ",
-            now.size() - 1));
+        return absl::InvalidArgumentError(
+            absl::StrCat("state_dict.param_groups: position ", p,
+                         "; expected 0 to ", now.size() - 1));
       }
       p = now[p];
     }
@@ -333,9 +341,9 @@ absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
   dict.state.clear();
   for (const auto& [p, entry] : named.state_dict.state) {
     if (p < 0 || p >= static_cast<int64_t>(now.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state_dict.state[", p, "]: no such position; expected 0 to ",
-          now.size() - 1));
+      return absl::InvalidArgumentError(
+          absl::StrCat("state_dict.state[", p,
+                       "]: no such position; expected 0 to ", now.size() - 1));
     }
     dict.state[now[p]] = entry;
   }
@@ -360,14 +368,19 @@ absl::Status ZeroRunner::LoadStateDict(
     spec_.groups[g].hyperparameters = dict->param_groups[g].hyperparameters;
   }
   consolidated_.reset();
+  PublishLocked();
   return absl::OkStatus();
 }
 
 absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
-  absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
-  if (!created.ok()) return created;
-  return StatusLocked();
+  absl::MutexLock lock(&published_mutex_);
+  if (!published_.has_value()) {
+    return absl::FailedPreconditionError(
+        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+  }
+  ZeroStatus status = *published_;
+  status.joined = joined_;
+  return status;
 }
 
 }  // namespace distopt

@@ -8,6 +8,7 @@
 #ifndef DISTOPT_SERVER_ZERO_ZERO_RUNNER_H_
 #define DISTOPT_SERVER_ZERO_ZERO_RUNNER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +103,8 @@ class ZeroRunner {
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   ZeroStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Refreshes what Get reports.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   ParameterStore* const parameters_;
   ContextTable* const contexts_;
@@ -114,8 +117,12 @@ class ZeroRunner {
       ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
-  bool joined_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
+  // Read without mutex_, which a joined rank holds while it waits in the
+  // other ranks' collectives: Step must be refused and Get answered then.
+  std::atomic<bool> joined_{false};
+  mutable absl::Mutex published_mutex_;
+  std::optional<ZeroStatus> published_ ABSL_GUARDED_BY(published_mutex_);
 };
 
 }  // namespace distopt

@@ -44,8 +44,8 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
   // Shards differ in size; gloo's gather wants one size, so each is padded
   // to the largest.
   std::vector<float> sizes(4 * size);
-  absl::Status status = communicator_->AllGather(
-      EncodeAsFloats(bytes.size()), absl::MakeSpan(sizes));
+  absl::Status status = communicator_->AllGather(EncodeAsFloats(bytes.size()),
+                                                 absl::MakeSpan(sizes));
   if (!status.ok()) return status;
   size_t largest = 0;
   for (int r = 0; r < size; ++r) {
@@ -107,11 +107,27 @@ absl::Status ZeroOptimizer::LoadStateDict(
       }
       positions += expected.size();
     }
+    // Every entry is checked on every rank, not only by its owner, so that
+    // all ranks refuse a dict that does not fit the model.
+    std::vector<const Tensor*> by_position;
+    for (const ZeroParamGroup& group : groups_) {
+      for (const Tensor* p : group.params) by_position.push_back(p);
+    }
     for (const auto& [position, entry] : dict.state) {
+      const std::string field =
+          absl::StrCat("state_dict.state[", position, "]");
       if (position < 0 || position >= positions) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("state_dict.state[", position,
-                         "]: no such parameter; expected 0 to ", positions - 1));
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": no such parameter; expected 0 to ", positions - 1));
+      }
+      const Tensor& param = *by_position[position];
+      for (const auto& [name, buffer] : entry.buffers) {
+        if (buffer.dtype() != DType::kFloat32 ||
+            buffer.shape() != param.shape()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(field, ".", name, ": ", buffer.DebugString(),
+                           "; expected float32", ShapeToString(param.shape())));
+        }
       }
     }
     for (size_t g = 0; g < groups_.size(); ++g) {

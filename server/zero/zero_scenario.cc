@@ -1,0 +1,213 @@
+#include "server/zero/zero_scenario.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "common/half.h"
+#include "gtest/gtest.h"
+#include "server/comm/gloo_test_ranks.h"
+#include "server/optim/functional_optimizer.h"
+#include "server/optim/registry.h"
+#include "server/zero/zero_optimizer.h"
+
+namespace distopt {
+namespace zero_testing {
+namespace {
+
+// fp32 values as a tensor of `dtype`, rounded to nearest even.
+Tensor FromFloats(const std::vector<float>& values, const ParamSpec& spec) {
+  Tensor t = *Tensor::AllocateHost(spec.dtype, spec.shape);
+  switch (spec.dtype) {
+    case DType::kFloat16:
+      FloatToHalf(values, t.host_span<uint16_t>());
+      break;
+    case DType::kBFloat16:
+      FloatToBFloat16(values, t.host_span<uint16_t>());
+      break;
+    default:
+      std::copy(values.begin(), values.end(), t.host_span<float>().begin());
+  }
+  return t;
+}
+
+std::vector<float> ToFloats(const Tensor& t) {
+  std::vector<float> values(t.num_elements());
+  switch (t.dtype()) {
+    case DType::kFloat16:
+      HalfToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
+      break;
+    case DType::kBFloat16:
+      BFloat16ToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
+      break;
+    default:
+      std::copy_n(t.host_span<float>().begin(), values.size(), values.begin());
+  }
+  return values;
+}
+
+int DataSteps(const Scenario& scenario, int rank) {
+  return scenario.data_steps.empty() ? scenario.steps
+                                     : scenario.data_steps[rank];
+}
+
+bool GroupExists(const Scenario& scenario, size_t g, int step) {
+  return !(scenario.add_last_group_at >= 0 && g + 1 == scenario.groups.size() &&
+           step < scenario.add_last_group_at);
+}
+
+void RunReference(const Scenario& scenario, const OptimizerKind* kind,
+                  Outcome& outcome) {
+  std::vector<std::unique_ptr<FunctionalOptimizer>> local;
+  outcome.reference.resize(scenario.groups.size());
+  for (size_t g = 0; g < scenario.groups.size(); ++g) {
+    std::vector<ParameterLayout> layouts;
+    for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
+      const ParamSpec& spec = scenario.groups[g][i];
+      outcome.reference[g].push_back(Initial(g, i, spec));
+      layouts.push_back({spec.dtype, spec.shape});
+    }
+    auto optimizer =
+        FunctionalOptimizer::Create(kind, scenario.hyperparameters[g], layouts);
+    ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+    local.push_back(*std::move(optimizer));
+  }
+  for (int s = 0; s < scenario.steps; ++s) {
+    for (size_t g = 0; g < scenario.groups.size(); ++g) {
+      if (!GroupExists(scenario, g, s)) continue;
+      std::vector<std::optional<Tensor>> averaged(scenario.groups[g].size());
+      std::vector<Tensor*> params;
+      std::vector<const Tensor*> grads;
+      for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
+        const ParamSpec& spec = scenario.groups[g][i];
+        std::vector<float> sum(NumElements(spec.shape), 0.0f);
+        bool any = false;
+        for (int r = 0; r < scenario.world; ++r) {
+          if (s >= DataSteps(scenario, r) ||
+              !scenario.has_gradient(s, r, g, i)) {
+            continue;
+          }
+          any = true;
+          std::vector<float> mine = ToFloats(Gradient(g, i, s, r, spec));
+          for (size_t e = 0; e < sum.size(); ++e) sum[e] += mine[e];
+        }
+        const float scale = 1.0f / static_cast<float>(scenario.world);
+        for (float& x : sum) x *= scale;
+        if (any) averaged[i] = FromFloats(sum, spec);
+        params.push_back(&outcome.reference[g][i]);
+        grads.push_back(any ? &*averaged[i] : nullptr);
+      }
+      absl::Status status = local[g]->Step(params, grads);
+      ASSERT_TRUE(status.ok()) << status;
+    }
+  }
+  for (const auto& optimizer : local) {
+    for (size_t i = 0; i < optimizer->parameters().size(); ++i) {
+      int64_t bytes = 0;
+      for (const auto& [name, buffer] : optimizer->state(i).buffers) {
+        bytes += buffer.byte_size();
+      }
+      outcome.reference_state_bytes += bytes;
+      outcome.largest_parameter_state =
+          std::max(outcome.largest_parameter_state, bytes);
+    }
+  }
+}
+
+void RunRank(const Scenario& scenario, const OptimizerKind* kind,
+             Communicator& communicator, Outcome& outcome) {
+  const int r = communicator.rank();
+  std::vector<std::vector<Tensor>>& params = outcome.ranks[r];
+  params.resize(scenario.groups.size());
+  std::vector<ZeroParamGroup> groups(scenario.groups.size());
+  for (size_t g = 0; g < scenario.groups.size(); ++g) {
+    for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
+      params[g].push_back(Initial(g, i, scenario.groups[g][i]));
+    }
+    groups[g].hyperparameters = scenario.hyperparameters[g];
+    for (Tensor& p : params[g]) groups[g].params.push_back(&p);
+  }
+  const bool adds_later = scenario.add_last_group_at >= 0;
+  std::optional<ZeroParamGroup> later;
+  if (adds_later) {
+    later = groups.back();
+    groups.pop_back();
+  }
+  auto zero = ZeroOptimizer::Create(&communicator, kind, scenario.kind, groups,
+                                    scenario.options);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  for (int s = 0; s < DataSteps(scenario, r); ++s) {
+    if (adds_later && s == scenario.add_last_group_at) {
+      absl::Status added = (*zero)->AddParamGroup(*later);
+      ASSERT_TRUE(added.ok()) << added;
+    }
+    std::vector<std::vector<Tensor>> grads(scenario.groups.size());
+    std::vector<std::vector<const Tensor*>> pointers;
+    for (size_t g = 0; g < scenario.groups.size(); ++g) {
+      if (!GroupExists(scenario, g, s)) continue;
+      pointers.emplace_back();
+      for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
+        grads[g].push_back(Gradient(g, i, s, r, scenario.groups[g][i]));
+      }
+      for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
+        pointers.back().push_back(
+            scenario.has_gradient(s, r, g, i) ? &grads[g][i] : nullptr);
+      }
+    }
+    absl::Status status = (*zero)->Step(pointers);
+    ASSERT_TRUE(status.ok()) << "rank " << r << " step " << s << ": " << status;
+  }
+  if (!scenario.data_steps.empty()) {
+    int64_t shadowed = 0;
+    while (true) {
+      absl::StatusOr<bool> more = (*zero)->ShadowStep();
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      ++shadowed;
+    }
+    outcome.shadowed_steps[r] = shadowed;
+  }
+  outcome.state_bytes[r] = (*zero)->state_bytes();
+}
+
+}  // namespace
+
+Tensor Gradient(int g, int i, int s, int r, const ParamSpec& spec) {
+  std::vector<float> values(NumElements(spec.shape));
+  for (size_t e = 0; e < values.size(); ++e) {
+    values[e] = static_cast<float>(
+                    ((e * 7 + i * 3 + g * 5 + s * 11 + r * 13) % 17) - 8) /
+                64.0f;
+  }
+  return FromFloats(values, spec);
+}
+
+Tensor Initial(int g, int i, const ParamSpec& spec) {
+  std::vector<float> values(NumElements(spec.shape));
+  for (size_t e = 0; e < values.size(); ++e) {
+    values[e] = static_cast<float>((e % 13) - 6) / 8.0f + g + 0.5f * i;
+  }
+  return FromFloats(values, spec);
+}
+
+void OnRanks(int world, const std::function<void(Communicator&)>& body) {
+  OnGlooRanks(world, body);
+}
+
+Outcome Run(const Scenario& scenario) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  const OptimizerKind* kind = *registry->Find(scenario.kind);
+  Outcome outcome;
+  RunReference(scenario, kind, outcome);
+  outcome.ranks.resize(scenario.world);
+  outcome.state_bytes.resize(scenario.world);
+  outcome.shadowed_steps.resize(scenario.world);
+  OnRanks(scenario.world, [&](Communicator& communicator) {
+    RunRank(scenario, kind, communicator, outcome);
+  });
+  return outcome;
+}
+
+}  // namespace zero_testing
+}  // namespace distopt

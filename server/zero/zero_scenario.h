@@ -1,0 +1,69 @@
+// A test harness for ZeroOptimizer: runs a training scenario on W gloo
+// ranks (threads of this process, over loopback TCP) and the same training
+// on one local optimizer per group fed the averaged gradients, computed as
+// the all-reduce does (fp32 sums of exactly representable values, times
+// 1/W, rounded to the parameter's dtype), so the two must agree bit for
+// bit.
+#ifndef DISTOPT_SERVER_ZERO_ZERO_SCENARIO_H_
+#define DISTOPT_SERVER_ZERO_ZERO_SCENARIO_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/tensor.h"
+#include "server/comm/communicator.h"
+#include "server/optim/hyperparameters.h"
+#include "server/zero/zero_specification.h"
+
+namespace distopt {
+namespace zero_testing {
+
+struct ParamSpec {
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+
+struct Scenario {
+  std::string kind = "adam";
+  int world = 2;
+  ZeroOptions options;
+  int steps = 10;
+  std::vector<std::vector<ParamSpec>> groups;
+  std::vector<absl::flat_hash_map<std::string, HyperValue>> hyperparameters;
+  // Whether rank r has a gradient for parameter i of group g at step s.
+  std::function<bool(int s, int r, int g, int i)> has_gradient =
+      [](int, int, int, int) { return true; };
+  // Steps of data per rank (default: all); a rank with fewer joins after
+  // its last one.
+  std::vector<int> data_steps;
+  // The last group is added by AddParamGroup before this step (-1: never).
+  int add_last_group_at = -1;
+};
+
+struct Outcome {
+  // [rank][group][index], and the reference's [group][index].
+  std::vector<std::vector<std::vector<Tensor>>> ranks;
+  std::vector<std::vector<Tensor>> reference;
+  std::vector<int64_t> state_bytes;     // Per rank.
+  int64_t reference_state_bytes = 0;    // All groups.
+  int64_t largest_parameter_state = 0;  // One parameter's, at most.
+  std::vector<int64_t> shadowed_steps;  // Per rank, from Join.
+};
+
+// Rank r's gradient of parameter (g, i) at step s: multiples of 1/64 small
+// enough that every sum over ranks is exact in float32, in any order.
+Tensor Gradient(int g, int i, int s, int r, const ParamSpec& spec);
+Tensor Initial(int g, int i, const ParamSpec& spec);
+
+// Runs body(communicator) on `world` gloo ranks at once.
+void OnRanks(int world, const std::function<void(Communicator&)>& body);
+
+// Fails the current test (and returns what it has) on any error.
+Outcome Run(const Scenario& scenario);
+
+}  // namespace zero_testing
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_ZERO_ZERO_SCENARIO_H_

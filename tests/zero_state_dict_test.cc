@@ -1,0 +1,289 @@
+// ZeroService across real daemons: a state dict consolidated on one rank
+// and loaded into a fresh group, at the same or another world size,
+// continues training exactly like an uninterrupted run; a refused dict
+// changes nothing on any rank; ranks that run out of data join while the
+// others keep stepping; a parameter group added midway is partitioned
+// after the others.
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "server/optim/state_dict_proto.h"
+#include "tests/zero_fixture.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kStepsEach = 4;
+
+v1::ZeroStateDict Consolidated(ZeroServiceTest& test, int to) {
+  v1::ConsolidateZeroStateDictRequest request;
+  request.set_to(to);
+  std::vector<v1::ConsolidateZeroStateDictResponse> responses(test.world());
+  std::vector<grpc::Status> results = test.OnEveryRank([&](int r) {
+    return test.Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, request,
+                     &responses[r]);
+  });
+  for (int r = 0; r < test.world(); ++r) {
+    EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
+    EXPECT_EQ(responses[r].holds_state_dict(), r == to) << r;
+  }
+  v1::ZeroStateDict dict;
+  grpc::Status got = test.Call(to, &v1::ZeroService::Stub::GetStateDict,
+                               v1::GetZeroStateDictRequest(), &dict);
+  EXPECT_TRUE(got.ok()) << got.error_message();
+  return dict;
+}
+
+void CreateOnEveryRank(ZeroServiceTest& test,
+                       const v1::CreateZeroRequest& spec) {
+  std::vector<v1::ZeroInfo> infos(test.world());
+  std::vector<grpc::Status> created = test.OnEveryRank(
+      [&](int r) { return test.CreateZero(r, spec, &infos[r]); });
+  for (int r = 0; r < test.world(); ++r) {
+    ASSERT_TRUE(created[r].ok()) << r << ": " << created[r].error_message();
+  }
+}
+
+void TrainSteps(ZeroServiceTest& test, ReferenceTraining& reference, int first,
+                int count) {
+  for (int step = first; step < first + count; ++step) {
+    const uint64_t context_id = test.PushGradients(step);
+    std::vector<grpc::Status> stepped =
+        test.OnEveryRank([&](int r) { return test.Step(r, context_id); });
+    for (int r = 0; r < test.world(); ++r) {
+      ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
+    }
+    reference.Step(test.world(), step);
+  }
+}
+
+// (world size saved at, world size loaded at).
+class ZeroReshardingTest
+    : public ZeroServiceTest,
+      public ::testing::WithParamInterface<std::tuple<int, int>> {
+ protected:
+  void SetUp() override { StartRanks(std::get<0>(GetParam())); }
+};
+
+TEST_P(ZeroReshardingTest, ALoadedStateDictContinuesLikeAnUninterruptedRun) {
+  const auto [saved_world, loaded_world] = GetParam();
+  ReferenceTraining reference("adam");
+  CreateOnEveryRank(*this, Spec("adam", kLr));
+  TrainSteps(*this, reference, 0, kStepsEach);
+
+  // Nothing is held before a consolidation.
+  v1::ZeroStateDict none;
+  EXPECT_EQ(Call(0, &v1::ZeroService::Stub::GetStateDict,
+                 v1::GetZeroStateDictRequest(), &none)
+                .error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  const int to = saved_world - 1;
+  const v1::ZeroStateDict saved = Consolidated(*this, to);
+  // The consolidated dict holds every parameter's state, equal to the
+  // reference optimizer's, under the parameters' names.
+  ASSERT_EQ(saved.parameter_names_size(), static_cast<int>(kModel.size()));
+  absl::StatusOr<OptimizerStateDict> dict =
+      StateDictFromProto(saved.state_dict());
+  ASSERT_TRUE(dict.ok()) << dict.status();
+  ASSERT_EQ(dict->state.size(), kModel.size());
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    EXPECT_EQ(saved.parameter_names(p), kModel[p].first);
+    const OptimizerStateDict::Entry& entry = dict->state.at(p);
+    const ParameterState& expected = reference.optimizer().state(p);
+    EXPECT_EQ(entry.step, expected.step);
+    ASSERT_EQ(entry.buffers.size(), expected.buffers.size());
+    for (size_t b = 0; b < expected.buffers.size(); ++b) {
+      EXPECT_EQ(entry.buffers[b].first, expected.buffers[b].first);
+      EXPECT_TRUE(testing::SameBytes(entry.buffers[b].second,
+                                     expected.buffers[b].second))
+          << kModel[p].first << " " << expected.buffers[b].first;
+    }
+  }
+  std::vector<Tensor> values;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::StatusOr<Tensor> value = client_->ReadParameter(params_[0][p]);
+    ASSERT_TRUE(value.ok()) << value.status();
+    values.push_back(*std::move(value));
+  }
+
+  // A fresh group, perhaps of another size, resumes from the saved state.
+  StopRanks();
+  StartRanks(loaded_world, values);
+  CreateOnEveryRank(*this, Spec("adam", kLr));
+  std::vector<v1::LoadZeroStateDictResponse> loaded(world_);
+  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+    return Call(r, &v1::ZeroService::Stub::LoadStateDict, saved, &loaded[r]);
+  });
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
+  }
+  TrainSteps(*this, reference, kStepsEach, kStepsEach);
+  ExpectEveryRankHolds(reference.values());
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ZeroReshardingTest,
+                         ::testing::Values(std::make_tuple(2, 2),
+                                           std::make_tuple(3, 2),
+                                           std::make_tuple(2, 3)),
+                         [](const auto& info) {
+                           return absl::StrCat("from", std::get<0>(info.param),
+                                               "to", std::get<1>(info.param));
+                         });
+
+TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
+  ReferenceTraining reference("adam");
+  CreateOnEveryRank(*this, Spec("adam", kLr));
+  TrainSteps(*this, reference, 0, 2);
+  const v1::ZeroStateDict saved = Consolidated(*this, 0);
+
+  // Rank 1 is given a dict whose fc1.weight state has the wrong shape.
+  v1::ZeroStateDict broken = saved;
+  for (v1::ParameterState& state :
+       *broken.mutable_state_dict()->mutable_state()) {
+    if (state.index() != 0) continue;
+    v1::TensorProto& exp_avg = (*state.mutable_buffers())["exp_avg"];
+    exp_avg.clear_shape();
+    exp_avg.add_shape(128);
+  }
+  // The rank given it refuses it, naming the field, whether or not it owns
+  // fc1.weight; the other rank is refused too, naming that rank.
+  for (int refusing = 0; refusing < world_; ++refusing) {
+    std::vector<v1::LoadZeroStateDictResponse> responses(world_);
+    std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+      return Call(r, &v1::ZeroService::Stub::LoadStateDict,
+                  r == refusing ? broken : saved, &responses[r]);
+    });
+    for (int r = 0; r < world_; ++r) {
+      if (r == refusing) {
+        EXPECT_EQ(results[r].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        EXPECT_THAT(results[r].error_message(),
+                    HasSubstr("state_dict.state[0].exp_avg"));
+      } else {
+        EXPECT_EQ(results[r].error_code(),
+                  grpc::StatusCode::FAILED_PRECONDITION);
+        EXPECT_THAT(results[r].error_message(),
+                    HasSubstr(absl::StrCat("rank ", refusing, " refused")));
+      }
+    }
+  }
+  // Unknown names are refused on every rank, naming the field.
+  v1::ZeroStateDict renamed = saved;
+  renamed.set_parameter_names(1, "fc9.bias");
+  std::vector<v1::LoadZeroStateDictResponse> responses(world_);
+  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+    return Call(r, &v1::ZeroService::Stub::LoadStateDict, renamed,
+                &responses[r]);
+  });
+  for (int r = 0; r < world_; ++r) {
+    EXPECT_EQ(results[r].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(results[r].error_message(),
+                HasSubstr("state_dict.parameter_names[1]: \"fc9.bias\""));
+  }
+  // Nothing changed: training goes on exactly as the reference.
+  const v1::ZeroStateDict after = Consolidated(*this, 0);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after, saved));
+  TrainSteps(*this, reference, 2, 2);
+  ExpectEveryRankHolds(reference.values());
+}
+
+TEST_F(ZeroServiceTest, ARankThatRunsOutOfDataJoinsWhileTheOtherSteps) {
+  CreateOnEveryRank(*this, Spec("adam", kLr));
+  ReferenceTraining reference("adam");
+  const std::vector<int> data_steps = {5, 2};
+  v1::ZeroJoinResponse joined1;
+  grpc::Status join1;
+  std::thread rank1;
+  for (int step = 0; step < data_steps[0]; ++step) {
+    const uint64_t context_id = PushGradients(step, data_steps);
+    if (step == data_steps[1]) {
+      rank1 = std::thread([&] {
+        join1 = Call(1, &v1::ZeroService::Stub::Join, v1::ZeroJoinRequest(),
+                     &joined1);
+      });
+      // Once joined, rank 1 refuses steps of its own.
+      v1::ZeroInfo info;
+      for (int tries = 0; tries < 200 && !info.joined(); ++tries) {
+        ASSERT_TRUE(Call(1, &v1::ZeroService::Stub::GetZero,
+                         v1::GetZeroRequest(), &info)
+                        .ok());
+        if (!info.joined()) absl::SleepFor(absl::Milliseconds(10));
+      }
+      ASSERT_TRUE(info.joined());
+      grpc::Status refused = Step(1, context_id);
+      EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+      EXPECT_THAT(refused.error_message(), HasSubstr("has joined"));
+    }
+    if (step < data_steps[1]) {
+      std::vector<grpc::Status> stepped =
+          OnEveryRank([&](int r) { return Step(r, context_id); });
+      ASSERT_TRUE(stepped[0].ok() && stepped[1].ok());
+    } else {
+      grpc::Status stepped = Step(0, context_id);
+      ASSERT_TRUE(stepped.ok()) << stepped.error_message();
+    }
+    reference.Step(world_, step, data_steps);
+  }
+  v1::ZeroJoinResponse joined0;
+  grpc::Status join0 =
+      Call(0, &v1::ZeroService::Stub::Join, v1::ZeroJoinRequest(), &joined0);
+  rank1.join();
+  ASSERT_TRUE(join0.ok()) << join0.error_message();
+  ASSERT_TRUE(join1.ok()) << join1.error_message();
+  EXPECT_EQ(joined0.shadowed_steps(), 0);
+  EXPECT_EQ(joined1.shadowed_steps(), data_steps[0] - data_steps[1]);
+  ExpectEveryRankHolds(reference.values());
+}
+
+TEST_F(ZeroServiceTest, AGroupAddedLaterKeepsTheFirstGroupsOwners) {
+  v1::CreateZeroRequest spec = SgdSpec(kLr);
+  spec.mutable_groups(0)->mutable_parameter_names()->DeleteSubrange(2, 2);
+  std::vector<v1::ZeroInfo> before(world_);
+  std::vector<grpc::Status> created =
+      OnEveryRank([&](int r) { return CreateZero(r, spec, &before[r]); });
+  ASSERT_TRUE(created[0].ok() && created[1].ok());
+  v1::AddZeroParamGroupRequest request;
+  (*request.mutable_group()->mutable_hyperparameters())["lr"].set_number(0.5);
+  request.mutable_group()->add_parameter_names("fc2.weight");
+  request.mutable_group()->add_parameter_names("fc2.bias");
+  std::vector<v1::ZeroInfo> after(world_);
+  std::vector<grpc::Status> added = OnEveryRank([&](int r) {
+    return Call(r, &v1::ZeroService::Stub::AddParamGroup, request, &after[r]);
+  });
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(added[r].ok()) << r << ": " << added[r].error_message();
+    EXPECT_EQ(after[r].groups(), 2);
+    ASSERT_EQ(after[r].owners_size(), 4);
+    for (int p = 0; p < 2; ++p) {
+      EXPECT_EQ(after[r].owners(p).rank(), before[r].owners(p).rank());
+    }
+  }
+  // Adding a parameter already in a group is refused before any collective.
+  v1::ZeroInfo info;
+  grpc::Status twice =
+      Call(0, &v1::ZeroService::Stub::AddParamGroup, request, &info);
+  EXPECT_EQ(twice.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(twice.error_message(), HasSubstr("\"fc2.weight\" is named more"));
+  // The model steps as a whole, all ranks equal.
+  const uint64_t context_id = PushGradients(0);
+  std::vector<grpc::Status> stepped =
+      OnEveryRank([&](int r) { return Step(r, context_id); });
+  ASSERT_TRUE(stepped[0].ok() && stepped[1].ok());
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::StatusOr<Tensor> first = client_->ReadParameter(params_[0][p]);
+    absl::StatusOr<Tensor> second = client_->ReadParameter(params_[1][p]);
+    ASSERT_TRUE(first.ok() && second.ok());
+    EXPECT_TRUE(testing::SameBytes(*first, *second)) << kModel[p].first;
+    EXPECT_FALSE(testing::SameBytes(*first, Initial(p))) << kModel[p].first;
+  }
+}
+
+}  // namespace
+}  // namespace distopt
