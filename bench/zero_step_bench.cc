@@ -1,0 +1,333 @@
+// ZeroRedundancyOptimizer on 2 ranks (two daemons joined over loopback)
+// with the seed tutorial's model, 20 linear weights of 2000 x 2000 and Adam:
+// step time and per-rank optimizer memory, with ZeRO (per-parameter
+// broadcast, and bucket view with overlap) and without it (a plain Adam over
+// the whole model on each rank), against PyTorch's ZeroRedundancyOptimizer
+// and plain Adam over gloo on the same machine in the same run
+// (tools/bench/torch_zero_step.py). Goals: per-rank optimizer memory 1/W of
+// the unsharded optimizer's; step time no worse than PyTorch's.
+//
+//   bazel run -c opt //bench:zero_step_bench
+//
+// Each rank's gradients are put in one context before the timing; a timed
+// step is one Step RPC on both ranks at once, which averages the gradients
+// across ranks, steps the rank's partition and sends the updated
+// parameters. PyTorch's step is timed with the gradient all-reduce that DDP
+// would do before it, so both measure the same work (the step alone is
+// printed too).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "client/local_worker.h"
+#include "grpcpp/client_context.h"
+#include "proto/distopt/v1/zero.grpc.pb.h"
+
+namespace distopt {
+namespace {
+
+constexpr int kWorld = 2;
+constexpr int kLayers = 20;
+constexpr int64_t kSize = 2000;
+constexpr int kIterations = 5;
+constexpr int kWarmup = 2;
+
+struct TorchFigures {
+  double step_s = 0;
+  double allreduce_and_step_s = 0;
+  std::vector<int64_t> state_bytes;
+};
+
+// "zero" and "plain" from the PyTorch peer; empty when it cannot run.
+std::map<std::string, TorchFigures> TorchPeer() {
+  const char* python = std::getenv("DISTOPT_TORCH_PYTHON");
+  const std::string command =
+      absl::StrCat(python != nullptr ? python : "/usr/bin/python3",
+                   " tools/bench/torch_zero_step.py ", kWorld, " ", kLayers,
+                   " ", kSize, " ", kIterations, " 2>/dev/null");
+  std::map<std::string, TorchFigures> result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char mode[32];
+  TorchFigures figures;
+  while (std::fscanf(pipe, "%31s %lf %lf", mode, &figures.step_s,
+                     &figures.allreduce_and_step_s) == 3) {
+    figures.state_bytes.assign(kWorld, 0);
+    for (int r = 0; r < kWorld; ++r) {
+      long long bytes = 0;
+      if (std::fscanf(pipe, "%lld", &bytes) == 1)
+        figures.state_bytes[r] = bytes;
+    }
+    result[mode] = figures;
+  }
+  pclose(pipe);
+  return result;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Runs call(rank) on both ranks at once; false if any failed.
+bool OnEveryRank(const std::function<absl::Status(int)>& call) {
+  std::vector<absl::Status> results(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] { results[r] = call(r); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int r = 0; r < kWorld; ++r) {
+    if (!results[r].ok()) {
+      std::printf("rank %d: %s\n", r, results[r].ToString().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return status.ok() ? absl::OkStatus()
+                     : absl::UnknownError(status.error_message());
+}
+
+// Two ranks holding the model, with one context of gradients each.
+struct Ranks {
+  std::vector<std::unique_ptr<LocalWorker>> daemons;
+  std::vector<std::string> addresses;
+  std::vector<std::vector<uint64_t>> parameter_ids;
+  uint64_t context_id = 0;
+};
+
+Tensor RankGradient(int rank) {
+  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, {kSize, kSize});
+  absl::Span<float> values = gradient.host_span<float>();
+  for (size_t e = 0; e < values.size(); ++e) {
+    values[e] = 1e-3f * static_cast<float>((e * 7 + rank * 13) % 17) - 8e-3f;
+  }
+  return gradient;
+}
+
+// Fills a new context on every rank with its gradients.
+bool PushGradients(Client& client, Ranks& ranks) {
+  ranks.context_id = client.NewContextId();
+  return OnEveryRank([&](int r) -> absl::Status {
+    const Tensor gradient = RankGradient(r);
+    for (uint64_t id : ranks.parameter_ids[r]) {
+      absl::Status pushed = client.AccumulateGradients(
+          ranks.addresses[r], ranks.context_id, {{id, gradient}});
+      if (!pushed.ok()) return pushed;
+    }
+    return absl::OkStatus();
+  });
+}
+
+bool StartRanks(Client& client, Ranks& ranks) {
+  for (int r = 0; r < kWorld; ++r) {
+    LocalWorkerOptions options;
+    options.flags = {absl::StrCat("--rank=", r),
+                     absl::StrCat("--world_size=", kWorld),
+                     r == 0 ? "--rendezvous=127.0.0.1:1"
+                            : "--rendezvous=" + ranks.addresses[0]};
+    auto daemon = LocalWorker::Start(options);
+    if (!daemon.ok()) {
+      std::printf("cannot start rank %d: %s\n", r,
+                  daemon.status().ToString().c_str());
+      return false;
+    }
+    ranks.addresses.push_back((*daemon)->address());
+    ranks.daemons.push_back(*std::move(daemon));
+  }
+  ranks.parameter_ids.resize(kWorld);
+  const bool created = OnEveryRank([&](int r) -> absl::Status {
+    for (int layer = 0; layer < kLayers; ++layer) {
+      auto parameter = client.CreateParameter(
+          ranks.addresses[r], absl::StrCat("layer", layer, ".weight"),
+          DType::kFloat32, {kSize, kSize}, init::Normal(0.0, 0.02, layer));
+      if (!parameter.ok()) return parameter.status();
+      ranks.parameter_ids[r].push_back(parameter->id);
+    }
+    return absl::OkStatus();
+  });
+  return created && PushGradients(client, ranks);
+}
+
+// Median seconds of kIterations timed calls after kWarmup, all ranks at
+// once; `prepare` runs before each, untimed.
+double TimeSteps(
+    const std::function<absl::Status(int)>& step,
+    const std::function<bool()>& prepare = [] { return true; }) {
+  std::vector<double> seconds;
+  for (int it = 0; it < kWarmup + kIterations; ++it) {
+    if (!prepare()) return -1;
+    const absl::Time start = absl::Now();
+    if (!OnEveryRank(step)) return -1;
+    if (it >= kWarmup)
+      seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return Median(seconds);
+}
+
+struct ZeroFigures {
+  double step_s = -1;
+  std::vector<int64_t> state_bytes;
+};
+
+ZeroFigures RunZero(Client& client, bool bucket_view, bool overlap) {
+  ZeroFigures figures;
+  Ranks ranks;
+  if (!StartRanks(client, ranks)) return figures;
+  v1::CreateZeroRequest spec;
+  spec.set_kind("adam");
+  spec.set_timeout_ms(600000);
+  spec.set_parameters_as_bucket_view(bucket_view);
+  spec.set_overlap(overlap);
+  v1::ZeroParamGroup* group = spec.add_groups();
+  (*group->mutable_hyperparameters())["lr"].set_number(1e-3);
+  for (int layer = 0; layer < kLayers; ++layer) {
+    group->add_parameter_names(absl::StrCat("layer", layer, ".weight"));
+  }
+  auto call = [&](int r, auto method, const auto& request, auto* response) {
+    auto stub = v1::ZeroService::NewStub(client.Channel(ranks.addresses[r]));
+    grpc::ClientContext context;
+    return FromGrpc((stub.get()->*method)(&context, request, response));
+  };
+  if (!OnEveryRank([&](int r) {
+        v1::ZeroInfo info;
+        return call(r, &v1::ZeroService::Stub::CreateZero, spec, &info);
+      })) {
+    return figures;
+  }
+  v1::ZeroStepRequest step;
+  step.set_context_id(ranks.context_id);
+  figures.step_s = TimeSteps([&](int r) {
+    v1::ZeroStepResponse response;
+    return call(r, &v1::ZeroService::Stub::Step, step, &response);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    v1::ZeroInfo info;
+    if (call(r, &v1::ZeroService::Stub::GetZero, v1::GetZeroRequest(), &info)
+            .ok()) {
+      figures.state_bytes.push_back(info.state_bytes());
+    }
+  }
+  return figures;
+}
+
+// Without ZeRO: each rank steps a plain Adam over the whole model (no
+// all-reduce; its state is the whole model's, two fp32 buffers per weight).
+double RunPlain(Client& client) {
+  Ranks ranks;
+  if (!StartRanks(client, ranks)) return -1;
+  std::vector<uint64_t> optimizers(kWorld);
+  if (!OnEveryRank([&](int r) -> absl::Status {
+        auto info = client.CreateOptimizer(ranks.addresses[r], "adam",
+                                           {{"lr", hyper::Number(1e-3)}},
+                                           ranks.parameter_ids[r]);
+        if (!info.ok()) return info.status();
+        optimizers[r] = info->id();
+        return absl::OkStatus();
+      })) {
+    return -1;
+  }
+  // A Step is applied once per (optimizer, context), so each timed step
+  // gets a new context with the same gradients (filled outside the timing).
+  return TimeSteps(
+      [&](int r) -> absl::Status {
+        auto stepped =
+            client.Step(ranks.addresses[r], optimizers[r], ranks.context_id);
+        if (!stepped.ok()) return stepped.status();
+        if (!stepped->applied() || stepped->stepped_parameters() != kLayers) {
+          return absl::InternalError(absl::StrCat(
+              "the plain step applied ", stepped->stepped_parameters(),
+              " parameters; expected ", kLayers));
+        }
+        return absl::OkStatus();
+      },
+      [&] { return PushGradients(client, ranks); });
+}
+
+std::string Bytes(const std::vector<int64_t>& per_rank) {
+  std::string text;
+  for (int64_t bytes : per_rank) {
+    absl::StrAppend(&text, text.empty() ? "" : " / ", bytes / (1 << 20),
+                    " MiB");
+  }
+  return text;
+}
+
+void Run() {
+  Client client;
+  const int64_t model_bytes = int64_t{kLayers} * kSize * kSize * 4;
+  const int64_t unsharded_state = 2 * model_bytes;  // Adam: two buffers.
+  const auto torch = TorchPeer();
+  const ZeroFigures per_parameter = RunZero(client, false, false);
+  const ZeroFigures bucketed = RunZero(client, true, false);
+  const ZeroFigures overlapped = RunZero(client, false, true);
+  std::printf("model: %d x %lld x %lld fp32 (%lld MiB), Adam, %d ranks\n",
+              kLayers, static_cast<long long>(kSize),
+              static_cast<long long>(kSize),
+              static_cast<long long>(model_bytes >> 20), kWorld);
+  auto torch_zero = torch.find("zero");
+  for (const auto& [name, figures] :
+       {std::make_pair("ZeRO, per-parameter broadcast", per_parameter),
+        std::make_pair("ZeRO, bucket view", bucketed),
+        std::make_pair("ZeRO, overlap", overlapped)}) {
+    std::printf(
+        "distopt %-30s step %.3f s  optimizer state per rank %s "
+        "(%.2f of unsharded; goal %.2f)\n",
+        name, figures.step_s, Bytes(figures.state_bytes).c_str(),
+        figures.state_bytes.empty()
+            ? 0.0
+            : static_cast<double>(*std::max_element(
+                  figures.state_bytes.begin(), figures.state_bytes.end())) /
+                  unsharded_state,
+        1.0 / kWorld);
+    if (torch_zero != torch.end()) {
+      std::printf(
+          "    vs torch ZeroRedundancyOptimizer all-reduce + step %.3f s"
+          ": torch/distopt %.2fx (goal >= 1)\n",
+          torch_zero->second.allreduce_and_step_s,
+          torch_zero->second.allreduce_and_step_s / figures.step_s);
+    }
+  }
+  if (torch_zero != torch.end()) {
+    std::printf(
+        "torch   ZeroRedundancyOptimizer        step alone %.3f s, "
+        "with the all-reduce %.3f s, state per rank %s\n",
+        torch_zero->second.step_s, torch_zero->second.allreduce_and_step_s,
+        Bytes(torch_zero->second.state_bytes).c_str());
+  } else {
+    std::printf("torch: not available (set DISTOPT_TORCH_PYTHON)\n");
+  }
+  const double plain = RunPlain(client);
+  std::printf(
+      "distopt plain Adam, whole model per rank  step %.3f s "
+      "(no all-reduce)  state per rank %lld MiB\n",
+      plain, static_cast<long long>(unsharded_state >> 20));
+  auto torch_plain = torch.find("plain");
+  if (torch_plain != torch.end()) {
+    std::printf(
+        "torch   plain Adam                     step alone %.3f s "
+        "(torch/distopt %.2fx), state per rank %s\n",
+        torch_plain->second.step_s, torch_plain->second.step_s / plain,
+        Bytes(torch_plain->second.state_bytes).c_str());
+  }
+}
+
+}  // namespace
+}  // namespace distopt
+
+int main() {
+  distopt::Run();
+  return 0;
+}

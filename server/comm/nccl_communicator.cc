@@ -1,0 +1,282 @@
+#include "server/comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace distopt {
+namespace {
+
+absl::Status CudaError(absl::string_view what, cudaError_t error) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, ": ", cudaGetErrorString(error)));
+}
+
+absl::Status NcclError(absl::string_view what, ncclResult_t result) {
+  const std::string text = absl::StrCat(what, ": ", ncclGetErrorString(result));
+  return result == ncclRemoteError || result == ncclSystemError
+             ? absl::UnavailableError(text)
+             : absl::InternalError(text);
+}
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size,
+                   int device, absl::Duration timeout)
+      : comm_(comm),
+        stream_(stream),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        timeout_(timeout) {}
+
+  ~NcclCommunicator() override {
+    cudaSetDevice(device_);
+    if (broken_) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    return Run("all-reduce", [&] {
+      return ncclAllReduce(
+          values.data(), values.data(), values.size(), ncclFloat32,
+          op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
+    });
+  }
+
+  absl::Status Broadcast(absl::Span<float> values, int root) override {
+    absl::Status valid = CheckRoot(root);
+    if (!valid.ok()) return valid;
+    return Run("broadcast", [&] {
+      return ncclBroadcast(values.data(), values.data(), values.size(),
+                           ncclFloat32, root, comm_, stream_);
+    });
+  }
+
+  absl::Status AllGather(absl::Span<const float> input,
+                         absl::Span<float> output) override {
+    if (output.size() != input.size() * size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " elements; expected ",
+                       input.size() * size_, " (size x input)"));
+    }
+    return Run("all-gather", [&] {
+      return ncclAllGather(input.data(), output.data(), input.size(),
+                           ncclFloat32, comm_, stream_);
+    });
+  }
+
+  absl::Status ReduceScatter(absl::Span<const float> input,
+                             absl::Span<float> output, ReduceOp op) override {
+    if (input.size() != output.size() * size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input: ", input.size(), " elements; expected ",
+                       output.size() * size_, " (size x output)"));
+    }
+    return Run("reduce-scatter", [&] {
+      return ncclReduceScatter(
+          input.data(), output.data(), output.size(), ncclFloat32,
+          op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
+    });
+  }
+
+  // NCCL has no barrier: an all-reduce of one element on the device.
+  absl::Status Barrier() override {
+    if (barrier_ == nullptr) {
+      cudaSetDevice(device_);
+      cudaError_t error = cudaMalloc(&barrier_, sizeof(float));
+      if (error != cudaSuccess) return CudaError("barrier", error);
+    }
+    return AllReduce(absl::Span<float>(barrier_, 1), ReduceOp::kSum);
+  }
+
+  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    absl::Status valid = CheckRoot(root);
+    if (!valid.ok()) return valid;
+    return Run("broadcast", [&] {
+      return ncclBroadcast(bytes.data(), bytes.data(), bytes.size(), ncclUint8,
+                           root, comm_, stream_);
+    });
+  }
+
+  // NCCL has no gather: the root receives from each rank in one group of
+  // point-to-point calls.
+  absl::Status GatherBytes(absl::Span<const char> input,
+                           absl::Span<char> output, int root) override {
+    absl::Status valid = CheckRoot(root);
+    if (!valid.ok()) return valid;
+    if (rank_ == root && output.size() != input.size() * size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " bytes; expected ",
+                       input.size() * size_, " (size x input)"));
+    }
+    return Run("gather", [&]() -> ncclResult_t {
+      ncclResult_t result = ncclGroupStart();
+      if (result != ncclSuccess) return result;
+      if (rank_ == root) {
+        for (int r = 0; r < size_ && result == ncclSuccess; ++r) {
+          char* slot = output.data() + r * input.size();
+          result =
+              r == root
+                  ? (cudaMemcpyAsync(slot, input.data(), input.size(),
+                                     cudaMemcpyDeviceToDevice,
+                                     stream_) == cudaSuccess
+                         ? ncclSuccess
+                         : ncclUnhandledCudaError)
+                  : ncclRecv(slot, input.size(), ncclUint8, r, comm_, stream_);
+        }
+      } else {
+        result = ncclSend(input.data(), input.size(), ncclUint8, root, comm_,
+                          stream_);
+      }
+      ncclResult_t ended = ncclGroupEnd();
+      return result != ncclSuccess ? result : ended;
+    });
+  }
+
+ private:
+  absl::Status CheckRoot(int root) const {
+    if (root < 0 || root >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "root: ", root, "; expected a rank from 0 to ", size_ - 1));
+    }
+    return absl::OkStatus();
+  }
+
+  // Enqueues `call` and waits for the stream, polling NCCL's asynchronous
+  // error, up to the timeout.
+  template <typename Call>
+  absl::Status Run(absl::string_view what, Call call) {
+    if (broken_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what,
+                       ": the NCCL communicator was aborted after an earlier "
+                       "failure; expected a new group"));
+    }
+    cudaSetDevice(device_);
+    ncclResult_t result = call();
+    if (result != ncclSuccess && result != ncclInProgress) {
+      broken_ = true;
+      return NcclError(what, result);
+    }
+    const absl::Time deadline = absl::Now() + timeout_;
+    while (true) {
+      const cudaError_t state = cudaStreamQuery(stream_);
+      if (state == cudaSuccess) return absl::OkStatus();
+      if (state != cudaErrorNotReady) {
+        broken_ = true;
+        return CudaError(what, state);
+      }
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        broken_ = true;
+        return NcclError(what, async);
+      }
+      if (absl::Now() >= deadline) {
+        broken_ = true;
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, ": timed out after ", absl::FormatDuration(timeout_),
+            " waiting for the other ranks"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  const ncclComm_t comm_;
+  const cudaStream_t stream_;
+  const int rank_;
+  const int size_;
+  const int device_;
+  const absl::Duration timeout_;
+  bool broken_ = false;
+  float* barrier_ = nullptr;
+};
+
+// Waits for a non-blocking communicator to finish initialising.
+absl::Status AwaitInit(ncclComm_t comm, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result != ncclSuccess) return NcclError("nccl init", result);
+    if (state == ncclSuccess) return absl::OkStatus();
+    if (state != ncclInProgress) return NcclError("nccl init", state);
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("nccl init: the other ranks did not connect within ",
+                       absl::FormatDuration(timeout)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+
+bool NcclCompiledIn() { return true; }
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
+    const NcclOptions& options, RendezvousStore* store) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: ", options.rank, "; expected 0 to ",
+                     options.size - 1, " for a group of ", options.size));
+  }
+  cudaError_t error = cudaSetDevice(options.device);
+  if (error != cudaSuccess) {
+    return CudaError(absl::StrCat("device cuda:", options.device), error);
+  }
+  const std::string key = absl::StrCat(options.prefix, "/unique_id");
+  ncclUniqueId id;
+  if (options.rank == 0) {
+    ncclResult_t result = ncclGetUniqueId(&id);
+    if (result != ncclSuccess) return NcclError("nccl unique id", result);
+    absl::Status set =
+        store->Set(key, std::string(id.internal, sizeof(id.internal)));
+    if (!set.ok()) return set;
+  } else {
+    absl::StatusOr<std::string> value = store->Get(key, options.timeout);
+    if (!value.ok()) return value.status();
+    if (value->size() != sizeof(id.internal)) {
+      return absl::DataLossError(absl::StrCat(
+          key, ": ", value->size(), " bytes; expected ", sizeof(id.internal)));
+    }
+    std::copy(value->begin(), value->end(), id.internal);
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, options.size, id, options.rank, &config);
+  if (result != ncclSuccess && result != ncclInProgress) {
+    return NcclError("nccl init", result);
+  }
+  absl::Status ready = AwaitInit(comm, options.timeout);
+  if (!ready.ok()) {
+    ncclCommAbort(comm);
+    return ready;
+  }
+  cudaStream_t stream = nullptr;
+  error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (error != cudaSuccess) {
+    ncclCommAbort(comm);
+    return CudaError("nccl stream", error);
+  }
+  return std::unique_ptr<Communicator>(
+      new NcclCommunicator(comm, stream, options.rank, options.size,
+                           options.device, options.timeout));
+}
+
+}  // namespace distopt

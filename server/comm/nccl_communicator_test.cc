@@ -1,0 +1,116 @@
+// The NCCL communicator. Without a GPU (or without NCCL in the build) its
+// creation is a clear FAILED_PRECONDITION; on one GPU every collective runs
+// at world size 1; with two GPUs, two ranks (threads, one per device) sum,
+// broadcast and gather, and a rank that stops taking part is a
+// DEADLINE_EXCEEDED on the other within the timeout, not a hang.
+#include "server/comm/nccl_communicator.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/cuda_ops.h"
+#include "common/tensor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+int GpuCount() {
+  int count = 0;
+  if (!cuda_ops::DeviceCount(&count).empty()) return 0;
+  return count;
+}
+
+Tensor OnDevice(const std::vector<float>& values, int device) {
+  Tensor host = *Tensor::AllocateHost(DType::kFloat32,
+                                      {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), host.host_span<float>().begin());
+  return *host.CloneTo(*GetBackend(Device::Cuda(device)));
+}
+
+std::vector<float> ToHost(const Tensor& tensor) {
+  Tensor host = *tensor.CloneTo(*GetBackend(Device::Cpu()));
+  return std::vector<float>(host.host_span<float>().begin(),
+                            host.host_span<float>().end());
+}
+
+absl::Span<float> Floats(Tensor& tensor) {
+  return absl::Span<float>(static_cast<float*>(tensor.data()),
+                           tensor.num_elements());
+}
+
+TEST(NcclCommunicatorTest, WithoutAGpuCreationIsAClearError) {
+  if (NcclCompiledIn() && GpuCount() > 0) GTEST_SKIP() << "a GPU is present";
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      CreateNcclCommunicator(NcclOptions(), &rendezvous);
+  EXPECT_EQ(communicator.status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(communicator.status().message(),
+              NcclCompiledIn() ? HasSubstr("cuda:0") : HasSubstr("without"));
+}
+
+TEST(NcclCommunicatorTest, EveryCollectiveRunsOnOneGpu) {
+  if (!NcclCompiledIn() || GpuCount() < 1) GTEST_SKIP() << "no CUDA GPU";
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  auto communicator = CreateNcclCommunicator(NcclOptions(), &rendezvous);
+  ASSERT_TRUE(communicator.ok()) << communicator.status();
+  Communicator& c = **communicator;
+  Tensor values = OnDevice({1, 2, 3}, 0);
+  ASSERT_TRUE(c.AllReduce(Floats(values), ReduceOp::kAverage).ok());
+  EXPECT_THAT(ToHost(values), ElementsAre(1, 2, 3));
+  ASSERT_TRUE(c.Broadcast(Floats(values), 0).ok());
+  Tensor gathered = OnDevice({0, 0, 0}, 0);
+  ASSERT_TRUE(c.AllGather(Floats(values), Floats(gathered)).ok());
+  EXPECT_THAT(ToHost(gathered), ElementsAre(1, 2, 3));
+  Tensor bytes = OnDevice({0, 0, 0}, 0);
+  absl::Span<char> in(static_cast<char*>(values.data()), values.byte_size());
+  absl::Span<char> out(static_cast<char*>(bytes.data()), bytes.byte_size());
+  ASSERT_TRUE(c.GatherBytes(in, out, 0).ok());
+  EXPECT_THAT(ToHost(bytes), ElementsAre(1, 2, 3));
+  EXPECT_TRUE(c.Barrier().ok());
+  EXPECT_EQ(c.Broadcast(Floats(values), 3).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(NcclCommunicatorTest, TwoRanksOnTwoGpusAndALostRankTimesOut) {
+  if (!NcclCompiledIn() || GpuCount() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      NcclOptions options;
+      options.rank = r;
+      options.size = 2;
+      options.device = r;
+      options.timeout = absl::Seconds(5);
+      auto communicator = CreateNcclCommunicator(options, &rendezvous);
+      ASSERT_TRUE(communicator.ok()) << communicator.status();
+      Communicator& c = **communicator;
+      Tensor values = OnDevice({1.0f + r, 10.0f}, r);
+      ASSERT_TRUE(c.AllReduce(Floats(values), ReduceOp::kSum).ok());
+      EXPECT_THAT(ToHost(values), ElementsAre(3, 20));
+      Tensor mine = OnDevice({static_cast<float>(r)}, r);
+      ASSERT_TRUE(c.Broadcast(Floats(mine), 1).ok());
+      EXPECT_THAT(ToHost(mine), ElementsAre(1));
+      if (r == 1) return;  // Rank 1 stops taking part.
+      const absl::Time start = absl::Now();
+      absl::Status lost = c.AllReduce(Floats(values), ReduceOp::kSum);
+      EXPECT_EQ(lost.code(), absl::StatusCode::kDeadlineExceeded) << lost;
+      EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+}
+
+}  // namespace
+}  // namespace distopt
