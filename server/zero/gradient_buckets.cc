@@ -11,7 +11,8 @@ namespace distopt {
 
 GradientBuckets::GradientBuckets(const std::vector<ZeroParamGroup>& groups,
                                  const ZeroPartition& partition,
-                                 const Presence& present)
+                                 const Presence& present,
+                                 std::vector<float>* storage)
     : groups_(groups) {
   offset_.resize(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -29,19 +30,24 @@ GradientBuckets::GradientBuckets(const std::vector<ZeroParamGroup>& groups,
     }
   }
   begin_.push_back(size);
-  values_.assign(size, 0.0f);
+  storage->resize(size);
+  values_ = absl::MakeSpan(*storage);
 }
 
 absl::Span<float> GradientBuckets::bucket(int rank) {
-  return absl::MakeSpan(values_).subspan(begin_[rank],
-                                         begin_[rank + 1] - begin_[rank]);
+  return values_.subspan(begin_[rank], begin_[rank + 1] - begin_[rank]);
 }
 
 absl::Status GradientBuckets::Fill(
     const std::vector<std::vector<const Tensor*>>& grads) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < grads[g].size(); ++i) {
-      if (grads[g][i] == nullptr || offset_[g][i] < 0) continue;
+      if (offset_[g][i] < 0) continue;
+      if (grads[g][i] == nullptr) {
+        std::fill_n(values_.begin() + offset_[g][i],
+                    groups_[g].params[i]->num_elements(), 0.0f);
+        continue;
+      }
       Tensor grad = *grads[g][i];
       if (!grad.device().is_cpu()) {
         absl::StatusOr<Tensor> host = grad.CloneTo(CpuBackend());

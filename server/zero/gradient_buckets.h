@@ -22,15 +22,18 @@ using Presence = std::vector<std::vector<bool>>;
 
 class GradientBuckets {
  public:
-  // `groups` must outlive the buckets.
+  // `groups` and `storage` must outlive the buckets. The values live in
+  // `storage`, kept by the caller from step to step: a fresh buffer of the
+  // model's size would cost its page faults on every step.
   GradientBuckets(const std::vector<ZeroParamGroup>& groups,
-                  const ZeroPartition& partition, const Presence& present);
+                  const ZeroPartition& partition, const Presence& present,
+                  std::vector<float>* storage);
 
   // Copies this rank's gradients in (a null one, for a parameter present
-  // elsewhere, counts as zeros).
+  // elsewhere, counts as zeros). Every slot is written.
   absl::Status Fill(const std::vector<std::vector<const Tensor*>>& grads);
 
-  absl::Span<float> all() { return absl::MakeSpan(values_); }
+  absl::Span<float> all() { return values_; }
   absl::Span<float> bucket(int rank);
 
   // The gradient of parameter i of group g in the parameter's dtype: a view
@@ -44,7 +47,7 @@ class GradientBuckets {
   std::vector<std::vector<int64_t>> offset_;
   // bucket r is [begin_[r], begin_[r + 1]).
   std::vector<int64_t> begin_;
-  std::vector<float> values_;
+  absl::Span<float> values_;
 };
 
 }  // namespace distopt

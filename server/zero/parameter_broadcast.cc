@@ -12,11 +12,13 @@ absl::Span<char> BytesOf(Tensor& tensor) {
 
 // One bucket: `owner`'s stepped parameters of `dtype`.
 absl::Status BroadcastBucket(Communicator& communicator,
-                             const std::vector<Tensor*>& members, int owner) {
+                             const std::vector<Tensor*>& members, int owner,
+                             std::vector<char>* scratch) {
   size_t size = 0;
   for (const Tensor* p : members) size += p->byte_size();
   if (size == 0) return absl::OkStatus();
-  std::vector<char> bucket(size);
+  if (scratch->size() < size) scratch->resize(size);
+  absl::Span<char> bucket(scratch->data(), size);
   const bool sending = communicator.rank() == owner;
   size_t offset = 0;
   if (sending) {
@@ -25,8 +27,7 @@ absl::Status BroadcastBucket(Communicator& communicator,
       offset += p->byte_size();
     }
   }
-  absl::Status status =
-      communicator.BroadcastBytes(absl::MakeSpan(bucket), owner);
+  absl::Status status = communicator.BroadcastBytes(bucket, owner);
   if (!status.ok() || sending) return status;
   offset = 0;
   for (Tensor* p : members) {
@@ -42,7 +43,7 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const std::vector<ZeroParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
-                                bool as_buckets) {
+                                bool as_buckets, std::vector<char>* scratch) {
   // In the owner's partition order, which every rank knows.
   std::vector<Tensor*> stepped;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -63,7 +64,8 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
     for (Tensor* p : stepped) {
       if (p->dtype() == dtype) members.push_back(p);
     }
-    absl::Status status = BroadcastBucket(communicator, members, owner);
+    absl::Status status =
+        BroadcastBucket(communicator, members, owner, scratch);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -17,12 +17,13 @@
 
 namespace distopt {
 
-// Collective. Sends `owner`'s stepped parameters to all ranks.
+// Collective. Sends `owner`'s stepped parameters to all ranks. Buckets are
+// packed in `scratch`, which the caller keeps from step to step.
 absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const std::vector<ZeroParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
-                                bool as_buckets);
+                                bool as_buckets, std::vector<char>* scratch);
 
 }  // namespace distopt
 

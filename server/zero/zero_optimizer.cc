@@ -161,7 +161,7 @@ absl::StatusOr<bool> ZeroOptimizer::Round(
       present[g].push_back(header[k++] > 0);
     }
   }
-  GradientBuckets buckets(groups_, partition_, present);
+  GradientBuckets buckets(groups_, partition_, present, &gradient_storage_);
   status = buckets.Fill(grads);
   if (!status.ok()) return status;
   status = options_.overlap ? OverlappedAverageStepAndSend(buckets, present)
@@ -205,7 +205,8 @@ absl::Status ZeroOptimizer::AverageStepAndSend(GradientBuckets& buckets,
   if (!status.ok()) return status;
   for (int owner = 0; owner < communicator_->size(); ++owner) {
     status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
-                                owner, options_.parameters_as_bucket_view);
+                                owner, options_.parameters_as_bucket_view,
+                                &bucket_scratch_);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -242,9 +243,9 @@ absl::Status ZeroOptimizer::OverlappedAverageStepAndSend(
         stepped.WaitForNotification();
         if (!step_status.ok()) return;
       }
-      send_status =
-          BroadcastFromOwner(*communicator_, groups_, partition_, present,
-                             owner, options_.parameters_as_bucket_view);
+      send_status = BroadcastFromOwner(
+          *communicator_, groups_, partition_, present, owner,
+          options_.parameters_as_bucket_view, &bucket_scratch_);
       if (!send_status.ok()) return;
     }
   });

@@ -111,6 +111,9 @@ class ZeroOptimizer {
   // Per group: the optimizer over this rank's parameters of the group (null
   // when it owns none), in partition order.
   std::vector<std::unique_ptr<FunctionalOptimizer>> local_;
+  // Kept from step to step (see GradientBuckets and BroadcastFromOwner).
+  std::vector<float> gradient_storage_;
+  std::vector<char> bucket_scratch_;
 };
 
 }  // namespace distopt

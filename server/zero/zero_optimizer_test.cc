@@ -6,10 +6,13 @@
 // some ranks, ranks that run out of data (Join), and a group added midway.
 #include "server/zero/zero_optimizer.h"
 
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/optim/registry.h"
@@ -166,6 +169,100 @@ TEST(ZeroOptimizerCreateTest, AParameterOneRankCannotTakeFailsEveryRank) {
               ::testing::HasSubstr("groups[0].params[0]"));
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(results[0].message(), ::testing::HasSubstr("rank 1 refused"));
+}
+
+
+// Passes every collective to gloo; on the rank it watches, the all-reduce
+// numbered `hold_call` waits (up to 10 s) until `stepped()` is true before
+// it starts, and records whether it was.
+class WatchingCommunicator : public Communicator {
+ public:
+  WatchingCommunicator(Communicator& inner, int hold_call,
+                       std::function<bool()> stepped)
+      : inner_(inner), hold_call_(hold_call), stepped_(std::move(stepped)) {}
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    if (++calls_ == hold_call_) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while (!stepped_() && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      stepped_while_held_ = stepped_();
+    }
+    return inner_.AllReduce(values, op);
+  }
+  absl::Status Broadcast(absl::Span<float> values, int root) override {
+    return inner_.Broadcast(values, root);
+  }
+  absl::Status AllGather(absl::Span<const float> input,
+                         absl::Span<float> output) override {
+    return inner_.AllGather(input, output);
+  }
+  absl::Status ReduceScatter(absl::Span<const float> input,
+                             absl::Span<float> output, ReduceOp op) override {
+    return inner_.ReduceScatter(input, output, op);
+  }
+  absl::Status Barrier() override { return inner_.Barrier(); }
+  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    return inner_.BroadcastBytes(bytes, root);
+  }
+  absl::Status GatherBytes(absl::Span<const char> input,
+                           absl::Span<char> output, int root) override {
+    return inner_.GatherBytes(input, output, root);
+  }
+
+  void StartCounting() { calls_ = 0; }
+  bool stepped_while_held() const { return stepped_while_held_; }
+
+ private:
+  Communicator& inner_;
+  const int hold_call_;
+  const std::function<bool()> stepped_;
+  std::atomic<int> calls_{0};
+  std::atomic<bool> stepped_while_held_{false};
+};
+
+// With overlap, rank 0 steps its parameter as soon as its own bucket is
+// reduced, while rank 1's bucket is still being reduced: rank 0's
+// parameter changes while the all-reduce of bucket 1 waits for it. Without
+// overlap the step comes after every reduction, so it never does.
+TEST(ZeroOverlapTest, ARankStepsWhileTheNextBucketIsReduced) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  for (bool overlap : {true, false}) {
+    std::vector<bool> seen(2);
+    zero_testing::OnRanks(2, [&](Communicator& gloo) {
+      const int r = gloo.rank();
+      // Two equal parameters: rank 0 owns the first, rank 1 the second.
+      std::vector<Tensor> params = {
+          zero_testing::Initial(0, 0, ParamSpec{{64}}),
+          zero_testing::Initial(0, 1, ParamSpec{{64}})};
+      const float before = params[0].host_span<float>()[0];
+      volatile float* watched = params[0].host_span<float>().data();
+      // The header, then bucket 0, then bucket 1: the third all-reduce.
+      // Only rank 0 waits (a short wait on the other would only slow it).
+      WatchingCommunicator c(gloo, r == 0 ? 3 : -1,
+                             [&] { return *watched != before; });
+      ZeroParamGroup group;
+      group.hyperparameters = {{"lr", 0.1}};
+      group.params = {&params[0], &params[1]};
+      ZeroOptions options;
+      options.overlap = overlap;
+      auto zero = ZeroOptimizer::Create(&c, *registry->Find("sgd"), "sgd",
+                                        {group}, options);
+      ASSERT_TRUE(zero.ok()) << zero.status();
+      ASSERT_EQ((*zero)->partition().owner[0], (std::vector<int>{0, 1}));
+      c.StartCounting();
+      std::vector<Tensor> grads = {
+          zero_testing::Gradient(0, 0, 0, r, ParamSpec{{64}}),
+          zero_testing::Gradient(0, 1, 0, r, ParamSpec{{64}})};
+      absl::Status status = (*zero)->Step({{&grads[0], &grads[1]}});
+      ASSERT_TRUE(status.ok()) << status;
+      seen[r] = c.stepped_while_held();
+    });
+    EXPECT_EQ(seen[0], overlap) << "overlap=" << overlap;
+  }
 }
 
 }  // namespace
