@@ -46,6 +46,7 @@ void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
       CreateGlooCommunicator(options, store.get());
   absl::MutexLock lock(&mutex_);
   store_ = std::move(store);
+  gloo_options_ = options;
   if (communicator.ok()) {
     communicator_ = *std::move(communicator);
     state_ = State::kReady;
@@ -68,7 +69,17 @@ absl::Status GroupMembership::error() const {
 absl::Status GroupMembership::Run(
     absl::Duration timeout,
     const std::function<absl::Status(Communicator&)>& collective) {
+  return RunInGroup(timeout, [&](CommunicatorGroup& group) {
+    return collective(group.global());
+  });
+}
+
+absl::Status GroupMembership::RunInGroup(
+    absl::Duration timeout,
+    const std::function<absl::Status(CommunicatorGroup&)>& collective) {
   Communicator* communicator = nullptr;
+  RendezvousStore* store = nullptr;
+  GlooOptions options;
   {
     absl::MutexLock lock(&mutex_);
     auto joined = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
@@ -84,9 +95,15 @@ absl::Status GroupMembership::Run(
           absl::StrCat("group: joining failed: ", error_.message()));
     }
     communicator = communicator_.get();
+    store = store_.get();
+    options = gloo_options_;
   }
   absl::MutexLock serial(&collective_mutex_);
-  absl::Status status = collective(*communicator);
+  if (group_ == nullptr) {
+    group_ =
+        std::make_unique<GlooCommunicatorGroup>(communicator, options, store);
+  }
+  absl::Status status = collective(*group_);
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
     return NameLostRanks(status);
   }

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/comm/communicator.h"
+#include "server/comm/communicator_group.h"
 #include "server/comm/key_value_store.h"
 #include "server/comm/rendezvous_store.h"
 
@@ -62,6 +63,11 @@ class GroupMembership {
   absl::Status Run(absl::Duration timeout,
                    const std::function<absl::Status(Communicator&)>& collective)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // The same, with the group's subgroups at hand too.
+  absl::Status RunInGroup(
+      absl::Duration timeout,
+      const std::function<absl::Status(CommunicatorGroup&)>& collective)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
@@ -75,7 +81,10 @@ class GroupMembership {
   absl::Status error_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<RendezvousStore> store_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<Communicator> communicator_ ABSL_GUARDED_BY(mutex_);
+  GlooOptions gloo_options_ ABSL_GUARDED_BY(mutex_);
   absl::Mutex collective_mutex_;  // One collective at a time.
+  std::unique_ptr<GlooCommunicatorGroup> group_
+      ABSL_GUARDED_BY(collective_mutex_);
   std::thread joiner_;
 };
 
