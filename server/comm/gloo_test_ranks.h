@@ -8,13 +8,16 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/comm/communicator_group.h"
 #include "server/comm/gloo_communicator.h"
 
 namespace distopt {
 
-// Runs body(communicator) on `size` ranks at once; returns when all end.
+// Runs body(group) on `size` ranks at once, each with its CommunicatorGroup
+// (subgroups made on first use); returns when all end.
 template <typename Body>
-void OnGlooRanks(int size, Body body) {
+void OnGlooGroups(int size, Body body,
+                  absl::Duration timeout = absl::Seconds(30)) {
   KeyValueStore store;
   LocalRendezvousStore rendezvous(&store);
   std::vector<std::thread> ranks;
@@ -23,14 +26,21 @@ void OnGlooRanks(int size, Body body) {
       GlooOptions options;
       options.rank = r;
       options.size = size;
-      options.timeout = absl::Seconds(30);
+      options.timeout = timeout;
       absl::StatusOr<std::unique_ptr<Communicator>> communicator =
           CreateGlooCommunicator(options, &rendezvous);
       ASSERT_TRUE(communicator.ok()) << communicator.status();
-      body(**communicator);
+      GlooCommunicatorGroup group(communicator->get(), options, &rendezvous);
+      body(group);
     });
   }
   for (std::thread& rank : ranks) rank.join();
+}
+
+// Runs body(communicator) on `size` ranks at once; returns when all end.
+template <typename Body>
+void OnGlooRanks(int size, Body body) {
+  OnGlooGroups(size, [&](CommunicatorGroup& group) { body(group.global()); });
 }
 
 }  // namespace distopt

@@ -7,27 +7,6 @@
 #include "server/zero/parameter_broadcast.h"
 
 namespace distopt {
-namespace {
-
-absl::Status CheckParameters(const std::vector<ZeroParamGroup>& groups,
-                             size_t first_group) {
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i = 0; i < groups[g].params.size(); ++i) {
-      const Tensor& p = *groups[g].params[i];
-      const bool floating = p.dtype() == DType::kFloat32 ||
-                            p.dtype() == DType::kFloat16 ||
-                            p.dtype() == DType::kBFloat16;
-      if (!floating || !p.device().is_cpu()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "groups[", first_group + g, "].params[", i, "]: ", p.DebugString(),
-            "; expected float32, float16 or bfloat16 on cpu"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
@@ -35,27 +14,29 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     const ZeroOptions& options) {
   std::unique_ptr<ZeroOptimizer> zero(
       new ZeroOptimizer(communicator, kind, kind_name, options));
-  absl::Status valid =
-      zero->AgreeOnEveryRank(CheckParameters(groups, 0), "the parameters");
+  absl::Status valid = AgreeOnEveryRank(
+      *communicator, CheckHostFloatingParameters(groups, 0), "the parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator, DescribeSpecification(kind_name, groups, options));
   if (!same.ok()) return same;
-  absl::Status made =
-      zero->AgreeOnEveryRank(zero->Extend(std::move(groups)), "the optimizer");
+  absl::Status made = AgreeOnEveryRank(
+      *communicator, zero->Extend(std::move(groups)), "the optimizer");
   if (!made.ok()) return made;
   return zero;
 }
 
 absl::Status ZeroOptimizer::AddParamGroup(ZeroParamGroup group) {
   absl::Status valid = AgreeOnEveryRank(
-      CheckParameters({group}, groups_.size()), "the new group's parameters");
+      *communicator_, CheckHostFloatingParameters({group}, groups_.size()),
+      "the new group's parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator_,
       DescribeSpecification(kind_name_, {group}, options_, groups_.size()));
   if (!same.ok()) return same;
-  return AgreeOnEveryRank(Extend({std::move(group)}), "the new group");
+  return AgreeOnEveryRank(*communicator_, Extend({std::move(group)}),
+                          "the new group");
 }
 
 absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
@@ -255,25 +236,6 @@ absl::Status ZeroOptimizer::OverlappedAverageStepAndSend(
   stepped.Notify();
   communication.join();
   return step_status.ok() ? send_status : step_status;
-}
-
-absl::Status ZeroOptimizer::AgreeOnEveryRank(const absl::Status& local,
-                                             absl::string_view what) {
-  std::vector<float> failed(communicator_->size(), 0.0f);
-  failed[communicator_->rank()] = local.ok() ? 0.0f : 1.0f;
-  absl::Status status =
-      communicator_->AllReduce(absl::MakeSpan(failed), ReduceOp::kSum);
-  if (!status.ok()) return status;
-  if (!local.ok()) return local;
-  for (int r = 0; r < communicator_->size(); ++r) {
-    if (failed[r] > 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": rank ", r,
-                       " refused it (its own error says why); nothing "
-                       "changed on any rank"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 int64_t ZeroOptimizer::GlobalPosition(size_t group, int index) const {

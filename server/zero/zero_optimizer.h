@@ -97,10 +97,11 @@ class ZeroOptimizer {
   absl::Status OverlappedAverageStepAndSend(GradientBuckets& buckets,
                                             const Presence& present);
   int64_t GlobalPosition(size_t group, int index) const;
-  // Whether every rank's local result is OK; on false, the error to report
-  // here (this rank's own, or one naming the rank that failed).
-  absl::Status AgreeOnEveryRank(const absl::Status& local,
-                                absl::string_view what);
+  // Global positions of this rank's parameters, per group, in the local
+  // optimizers' order; and of every parameter, per group.
+  std::vector<std::vector<int64_t>> HeldPositions() const;
+  std::vector<std::vector<int64_t>> GroupPositions() const;
+  absl::Status CheckStateFitsParameters(const OptimizerStateDict& dict) const;
 
   Communicator* const communicator_;
   const OptimizerKind* const kind_;

@@ -171,7 +171,6 @@ TEST(ZeroOptimizerCreateTest, AParameterOneRankCannotTakeFailsEveryRank) {
   EXPECT_THAT(results[0].message(), ::testing::HasSubstr("rank 1 refused"));
 }
 
-
 // Passes every collective to gloo; on the rank it watches, the all-reduce
 // numbered `hold_call` waits (up to 10 s) until `stepped()` is true before
 // it starts, and records whether it was.

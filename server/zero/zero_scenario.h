@@ -57,6 +57,11 @@ struct Outcome {
 Tensor Gradient(int g, int i, int s, int r, const ParamSpec& spec);
 Tensor Initial(int g, int i, const ParamSpec& spec);
 
+// fp32 values as a tensor of spec's dtype (rounded to nearest even), and
+// back.
+Tensor FromFloats(const std::vector<float>& values, const ParamSpec& spec);
+std::vector<float> ToFloats(const Tensor& t);
+
 // Runs body(communicator) on `world` gloo ranks at once.
 void OnRanks(int world, const std::function<void(Communicator&)>& body);
 

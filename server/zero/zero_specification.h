@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "common/tensor.h"
-#include "server/comm/communicator.h"
+#include "server/comm/agreement.h"
 #include "server/optim/hyperparameters.h"
 
 namespace distopt {
@@ -34,22 +34,16 @@ struct ZeroOptions {
   bool overlap = false;
 };
 
-// Named parts, each rendered as text. `first_group` numbers the groups in
-// the text (for a group added later).
-using SpecificationParts = std::vector<std::pair<std::string, std::string>>;
+// INVALID_ARGUMENT naming "groups[g].params[i]" (g counted from
+// `first_group`) for a parameter that is not float32, float16 or bfloat16
+// in host memory.
+absl::Status CheckHostFloatingParameters(
+    const std::vector<ZeroParamGroup>& groups, size_t first_group);
+
+// `first_group` numbers the groups in the text (for a group added later).
 SpecificationParts DescribeSpecification(
     const std::string& kind_name, const std::vector<ZeroParamGroup>& groups,
     const ZeroOptions& options, int first_group = 0);
-
-// Collective. FAILED_PRECONDITION on every rank, naming the part and the
-// differing ranks, unless every rank passed the same parts.
-absl::Status CheckSameOnEveryRank(Communicator& communicator,
-                                  const SpecificationParts& parts);
-
-// An unsigned integer as four floats of 16 bits each, every one exactly
-// representable, so that it crosses float collectives unchanged.
-std::vector<float> EncodeAsFloats(uint64_t value);
-uint64_t DecodeFromFloats(const float* four);
 
 }  // namespace distopt
 

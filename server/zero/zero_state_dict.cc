@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/optim/state_dict_proto.h"
+#include "server/optim/state_dict_split.h"
 #include "server/zero/zero_optimizer.h"
 
 namespace distopt {
@@ -18,22 +19,14 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
         absl::StrCat("to: ", to, "; expected a rank from 0 to ", size - 1));
   }
   // This rank's shard: the state of its parameters, at global positions.
-  OptimizerStateDict shard;
-  shard.kind = kind_name_;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    absl::StatusOr<OptimizerStateDict> local = local_[g]->StateDict(kind_name_);
+  std::vector<OptimizerStateDict> locals;
+  for (const auto& optimizer : local_) {
+    absl::StatusOr<OptimizerStateDict> local = optimizer->StateDict(kind_name_);
     if (!local.ok()) return local.status();
-    const std::vector<int>& mine = partition_.parameters[rank][g];
-    for (auto& [index, entry] : local->state) {
-      shard.state[GlobalPosition(g, mine[index])] = std::move(entry);
-    }
-    OptimizerStateDict::ParamGroup group = local->param_groups[0];
-    group.params.clear();
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      group.params.push_back(GlobalPosition(g, i));
-    }
-    shard.param_groups.push_back(std::move(group));
+    locals.push_back(*std::move(local));
   }
+  OptimizerStateDict shard = MergeStateDicts(kind_name_, std::move(locals),
+                                             HeldPositions(), GroupPositions());
   v1::OptimizerStateDict proto;
   StateDictToProto(shard, &proto);
   std::string bytes;
@@ -79,95 +72,30 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
 
 absl::Status ZeroOptimizer::LoadStateDict(
     const absl::StatusOr<OptimizerStateDict>& given) {
-  const int rank = communicator_->rank();
+  std::vector<FunctionalOptimizer*> optimizers;
+  for (const auto& optimizer : local_) optimizers.push_back(optimizer.get());
   std::vector<OptimizerStateDict> backups;
-  size_t loaded = 0;
-  // Loads this rank's share; stops at the first refusal.
+  // Loads this rank's share, all or nothing.
   auto load_share = [&]() -> absl::Status {
     if (!given.ok()) return given.status();
-    const OptimizerStateDict& dict = *given;
-    if (dict.param_groups.size() != groups_.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state_dict.param_groups: ", dict.param_groups.size(),
-                       " groups; expected ", groups_.size()));
-    }
-    int64_t positions = 0;
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      std::vector<int64_t> listed = dict.param_groups[g].params;
-      std::sort(listed.begin(), listed.end());
-      std::vector<int64_t> expected;
-      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-        expected.push_back(GlobalPosition(g, i));
-      }
-      if (listed != expected) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "state_dict.param_groups[", g, "].params: [",
-            absl::StrJoin(dict.param_groups[g].params, ", "), "]; expected [",
-            absl::StrJoin(expected, ", "), "] in some order"));
-      }
-      positions += expected.size();
-    }
-    // Every entry is checked on every rank, not only by its owner, so that
-    // all ranks refuse a dict that does not fit the model.
-    std::vector<const Tensor*> by_position;
-    for (const ZeroParamGroup& group : groups_) {
-      for (const Tensor* p : group.params) by_position.push_back(p);
-    }
-    for (const auto& [position, entry] : dict.state) {
-      const std::string field =
-          absl::StrCat("state_dict.state[", position, "]");
-      if (position < 0 || position >= positions) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": no such parameter; expected 0 to ", positions - 1));
-      }
-      const Tensor& param = *by_position[position];
-      for (const auto& [name, buffer] : entry.buffers) {
-        if (buffer.dtype() != DType::kFloat32 ||
-            buffer.shape() != param.shape()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(field, ".", name, ": ", buffer.DebugString(),
-                           "; expected float32", ShapeToString(param.shape())));
-        }
-      }
-    }
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      absl::StatusOr<OptimizerStateDict> backup =
-          local_[g]->StateDict(kind_name_);
-      if (!backup.ok()) return backup.status();
-      backups.push_back(*std::move(backup));
-    }
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      const std::vector<int>& mine = partition_.parameters[rank][g];
-      OptimizerStateDict share;
-      share.kind = dict.kind;
-      OptimizerStateDict::ParamGroup group;
-      group.hyperparameters = dict.param_groups[g].hyperparameters;
-      std::vector<std::string> mapping;
-      for (size_t j = 0; j < mine.size(); ++j) {
-        group.params.push_back(j);
-        const int64_t position = GlobalPosition(g, mine[j]);
-        mapping.push_back(absl::StrCat(j, "=", position));
-        auto it = dict.state.find(position);
-        if (it != dict.state.end()) share.state[j] = it->second;
-      }
-      share.param_groups.push_back(std::move(group));
-      absl::Status status = local_[g]->LoadStateDict(kind_name_, share);
-      if (!status.ok()) {
-        return absl::Status(
-            status.code(),
-            absl::StrCat("state_dict.param_groups[", g, "] on rank ", rank,
-                         " (local position=global position: ",
-                         absl::StrJoin(mapping, " "), "): ", status.message()));
-      }
-      ++loaded;
-    }
+    absl::Status fits = CheckStateFitsParameters(*given);
+    if (!fits.ok()) return fits;
+    absl::StatusOr<std::vector<OptimizerStateDict>> shares =
+        SplitStateDict(*given, HeldPositions(), GroupPositions());
+    if (!shares.ok()) return shares.status();
+    absl::StatusOr<std::vector<OptimizerStateDict>> old = LoadAllOrNothing(
+        optimizers, kind_name_, *shares,
+        absl::StrCat("(this rank's share, rank ", communicator_->rank(), ")"));
+    if (!old.ok()) return old.status();
+    backups = *std::move(old);
     return absl::OkStatus();
   };
-  absl::Status status = AgreeOnEveryRank(load_share(), "state_dict");
+  absl::Status status =
+      AgreeOnEveryRank(*communicator_, load_share(), "state_dict");
   if (!status.ok()) {
-    for (size_t g = 0; g < loaded; ++g) {
-      // The backup was this optimizer's own state, so it always fits.
-      local_[g]->LoadStateDict(kind_name_, backups[g]).IgnoreError();
+    // Another rank refused it: this one goes back to its old state.
+    if (!backups.empty()) {
+      LoadAllOrNothing(optimizers, kind_name_, backups, "").IgnoreError();
     }
     return status;
   }
@@ -175,6 +103,55 @@ absl::Status ZeroOptimizer::LoadStateDict(
     groups_[g].hyperparameters = given->param_groups[g].hyperparameters;
   }
   return absl::OkStatus();
+}
+
+// Checked on every rank, not only by each entry's owner, so that all ranks
+// refuse a dict that does not fit the model.
+absl::Status ZeroOptimizer::CheckStateFitsParameters(
+    const OptimizerStateDict& dict) const {
+  std::vector<const Tensor*> by_position;
+  for (const ZeroParamGroup& group : groups_) {
+    for (const Tensor* p : group.params) by_position.push_back(p);
+  }
+  for (const auto& [position, entry] : dict.state) {
+    const std::string field = absl::StrCat("state_dict.state[", position, "]");
+    if (position < 0 || position >= static_cast<int64_t>(by_position.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": no such parameter; expected 0 to ",
+                       by_position.size() - 1));
+    }
+    const Tensor& param = *by_position[position];
+    for (const auto& [name, buffer] : entry.buffers) {
+      if (buffer.dtype() != DType::kFloat32 ||
+          buffer.shape() != param.shape()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".", name, ": ", buffer.DebugString(),
+                         "; expected float32", ShapeToString(param.shape())));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::vector<int64_t>> ZeroOptimizer::HeldPositions() const {
+  std::vector<std::vector<int64_t>> held(groups_.size());
+  const int rank = communicator_->rank();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (int index : partition_.parameters[rank][g]) {
+      held[g].push_back(GlobalPosition(g, index));
+    }
+  }
+  return held;
+}
+
+std::vector<std::vector<int64_t>> ZeroOptimizer::GroupPositions() const {
+  std::vector<std::vector<int64_t>> positions(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      positions[g].push_back(GlobalPosition(g, i));
+    }
+  }
+  return positions;
 }
 
 }  // namespace distopt

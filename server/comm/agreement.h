@@ -1,0 +1,38 @@
+// Checks that make every rank of a group reach the same verdict, so that
+// no rank goes on to a collective the others skip (which would hang until
+// the timeout).
+#ifndef DISTOPT_SERVER_COMM_AGREEMENT_H_
+#define DISTOPT_SERVER_COMM_AGREEMENT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/comm/communicator.h"
+
+namespace distopt {
+
+// Named parts of a specification, each rendered as text.
+using SpecificationParts = std::vector<std::pair<std::string, std::string>>;
+
+// Collective. FAILED_PRECONDITION on every rank, naming the part and the
+// differing ranks, unless every rank passed the same parts.
+absl::Status CheckSameOnEveryRank(Communicator& communicator,
+                                  const SpecificationParts& parts);
+
+// Collective. OK when `local` is OK on every rank; else this rank's own
+// error, or FAILED_PRECONDITION naming the rank that refused `what`.
+absl::Status AgreeOnEveryRank(Communicator& communicator,
+                              const absl::Status& local,
+                              absl::string_view what);
+
+// An unsigned integer as four floats of 16 bits each, every one exactly
+// representable, so that it crosses float collectives unchanged.
+std::vector<float> EncodeAsFloats(uint64_t value);
+uint64_t DecodeFromFloats(const float* four);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_COMM_AGREEMENT_H_
