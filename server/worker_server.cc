@@ -22,9 +22,9 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
-    "distopt.v1.AutogradService",  "distopt.v1.GroupService",
-    "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
-    "distopt.v1.ZeroService",
+    "distopt.v1.AutogradService",     "distopt.v1.GroupService",
+    "distopt.v1.OptimizerService",    "distopt.v1.ParameterService",
+    "distopt.v1.PostLocalSgdService", "distopt.v1.ZeroService",
 };
 
 }  // namespace
@@ -43,6 +43,9 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       zero_(&parameters_, &contexts_, optimizer_kinds_.get(),
             &membership_view_),
       zero_service_(&zero_),
+      local_sgd_(&parameters_, &contexts_, optimizer_kinds_.get(),
+                 &membership_view_),
+      local_sgd_service_(&local_sgd_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_),
       health_service_(&health_) {}
 
@@ -94,6 +97,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.RegisterService(&worker->autograd_service_);
   builder.RegisterService(&worker->group_service_);
   builder.RegisterService(&worker->zero_service_);
+  builder.RegisterService(&worker->local_sgd_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {

@@ -22,6 +22,8 @@
 #include "server/comm/key_value_store.h"
 #include "server/group_service.h"
 #include "server/health_service.h"
+#include "server/local_sgd_service.h"
+#include "server/localsgd/local_sgd_runner.h"
 #include "server/memory_budget.h"
 #include "server/optim/registry.h"
 #include "server/optimizer_service.h"
@@ -83,6 +85,8 @@ class WorkerServer {
   GroupServiceImpl group_service_;
   ZeroRunner zero_;
   ZeroServiceImpl zero_service_;
+  LocalSgdRunner local_sgd_;
+  PostLocalSgdServiceImpl local_sgd_service_;
   OptimizerServiceImpl optimizer_service_;
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;

@@ -1,7 +1,7 @@
-// The fixture of the ZeroService tests: W daemons joined through rank 0's
-// store, each holding the same small model, with helpers to run a call on
-// every rank at once, push each rank's gradients, and compute the
-// reference a local optimizer reaches with the averaged gradients.
+// The fixture of the ZeroService and PostLocalSgdService tests: W daemons
+// joined through rank 0's store, each holding the same small model, with
+// helpers to run a call on every rank at once, push each rank's gradients, and
+// compute the reference a local optimizer reaches with the averaged gradients.
 #ifndef DISTOPT_TESTS_ZERO_FIXTURE_H_
 #define DISTOPT_TESTS_ZERO_FIXTURE_H_
 
@@ -77,6 +77,12 @@ class ZeroServiceTest : public ::testing::Test {
   // Starts `world` daemons joined through rank 0's store, each holding the
   // model at `values` (default: its initial values).
   void StartRanks(int world, const std::vector<Tensor>& values = {}) {
+    StartRanksHolding(world, std::vector<std::vector<Tensor>>(world, values));
+  }
+
+  // The same, rank r holding values[r] (its initial values when empty).
+  void StartRanksHolding(int world,
+                         const std::vector<std::vector<Tensor>>& values) {
     world_ = world;
     ranks_.push_back(testing::StartWorkerOrDie(
         {"--rank=0", absl::StrCat("--world_size=", world),
@@ -94,7 +100,7 @@ class ZeroServiceTest : public ::testing::Test {
       for (size_t p = 0; p < kModel.size(); ++p) {
         absl::StatusOr<RemoteParameter> param = client_->CreateParameterFrom(
             addresses_[r], kModel[p].first,
-            values.empty() ? Initial(p) : values[p]);
+            values[r].empty() ? Initial(p) : values[r][p]);
         ASSERT_TRUE(param.ok()) << param.status();
         params.push_back(*param);
       }
@@ -166,6 +172,17 @@ class ZeroServiceTest : public ::testing::Test {
     auto stub = v1::ZeroService::NewStub(client_->Channel(addresses_[rank]));
     grpc::ClientContext context;
     return (stub.get()->*method)(&context, request, response);
+  }
+
+  // Rank `rank`'s parameters, as they are now.
+  std::vector<Tensor> ReadModel(int rank) {
+    std::vector<Tensor> model;
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      absl::StatusOr<Tensor> values = client_->ReadParameter(params_[rank][p]);
+      EXPECT_TRUE(values.ok()) << values.status();
+      model.push_back(values.ok() ? *std::move(values) : Tensor());
+    }
+    return model;
   }
 
   // Every rank's parameters equal `reference`, bit for bit.

@@ -110,6 +110,45 @@ absl::Status GroupMembership::RunInGroup(
   return status;
 }
 
+absl::StatusOr<int> GroupMembership::RanksOnThisHost() {
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (state_ != State::kReady) {
+      return absl::FailedPreconditionError("group: not ready");
+    }
+    store = store_.get();
+  }
+  auto host_of = [](const std::string& address) {
+    return address.substr(0, address.rfind(':'));
+  };
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world_size_; ++r) {
+    absl::StatusOr<std::string> address =
+        store->Get(DaemonKey(r), absl::Seconds(1));
+    if (!address.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "group: rank ", r, " published no address (",
+          address.status().message(), "); expected an explicit subgroup size"));
+    }
+    hosts.push_back(host_of(*address));
+  }
+  std::vector<int> mine;
+  for (int r = 0; r < world_size_; ++r) {
+    if (hosts[r] == hosts[rank_]) mine.push_back(r);
+  }
+  const int size = static_cast<int>(mine.size());
+  const bool aligned = world_size_ % size == 0 && mine.front() % size == 0 &&
+                       mine.back() - mine.front() + 1 == size;
+  if (!aligned) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group: the ranks on host ", hosts[rank_],
+        " are not one aligned block of contiguous ranks; expected an "
+        "explicit subgroup size"));
+  }
+  return size;
+}
+
 absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
   RendezvousStore* store = nullptr;
   {

@@ -63,6 +63,12 @@ class GroupMembership {
   absl::Status Run(absl::Duration timeout,
                    const std::function<absl::Status(Communicator&)>& collective)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // How many ranks share this daemon's host (the host part of the addresses
+  // the daemons published at join): torch's default subgroup, the ranks of
+  // one node. FAILED_PRECONDITION when an address is missing or this host's
+  // ranks are not one aligned block of contiguous ranks.
+  absl::StatusOr<int> RanksOnThisHost() ABSL_LOCKS_EXCLUDED(mutex_);
+
   // The same, with the group's subgroups at hand too.
   absl::Status RunInGroup(
       absl::Duration timeout,

@@ -24,6 +24,8 @@ absl::StatusOr<ModelAverager> ModelAverager::Create(
         "warmup_steps: ", spec.warmup_steps, "; expected a number >= 0"));
   }
   AveragerSpec sorted = spec;
+  // A periodic averager always averages the whole group.
+  if (periodic) sorted.periods[0].second = world_size;
   std::sort(sorted.periods.begin(), sorted.periods.end());
   for (size_t i = 0; i < sorted.periods.size(); ++i) {
     const auto [period, group_size] = sorted.periods[i];

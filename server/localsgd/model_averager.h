@@ -24,8 +24,8 @@ namespace distopt {
 struct AveragerSpec {
   enum class Kind { kPeriodic, kHierarchical };
   Kind kind = Kind::kPeriodic;
-  // Periodic: one entry, {period, world size}. Hierarchical: period ->
-  // group size, in any order.
+  // Periodic: one entry, {period, any group size: the world size is used}.
+  // Hierarchical: period -> group size, in any order.
   std::vector<std::pair<int64_t, int>> periods;
   int64_t warmup_steps = 0;
 };

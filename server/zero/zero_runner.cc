@@ -8,29 +8,6 @@
 #include "server/autograd/parameter_locks.h"
 
 namespace distopt {
-namespace {
-
-// The optimizer's view of some parameters, whose locks the caller holds.
-ZeroParamGroup ToZeroGroup(
-    const ZeroGroupSpec& spec,
-    const std::vector<std::shared_ptr<Parameter>>& parameters) {
-  ZeroParamGroup group;
-  group.hyperparameters = spec.hyperparameters;
-  for (const auto& parameter : parameters) {
-    parameter->mutex().AssertHeld();
-    group.params.push_back(&parameter->values_locked());
-  }
-  return group;
-}
-
-void BumpVersions(const std::vector<std::shared_ptr<Parameter>>& parameters) {
-  for (const auto& parameter : parameters) {
-    parameter->mutex().AssertHeld();
-    parameter->BumpVersionLocked();
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<GroupMembership*> ZeroRunner::Membership() const {
   GroupMembership* membership = membership_->load();
@@ -79,43 +56,6 @@ void ZeroRunner::PublishLocked() {
   published_ = std::move(status);
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<Parameter>>>
-ZeroRunner::FindGroupLocked(const ZeroGroupSpec& group,
-                            size_t first_group) const {
-  absl::flat_hash_set<uint64_t> seen;
-  for (const auto& parameter : AllParametersLocked()) {
-    seen.insert(parameter->id());
-  }
-  std::vector<std::shared_ptr<Parameter>> found;
-  for (size_t i = 0; i < group.parameter_names.size(); ++i) {
-    const std::string field =
-        absl::StrCat("groups[", first_group, "].parameter_names[", i, "]");
-    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
-        parameters_->Find(ParameterKey::ByName(group.parameter_names[i]));
-    if (!parameter.ok()) {
-      return absl::NotFoundError(absl::StrCat(field, ": no parameter named \"",
-                                              group.parameter_names[i], "\""));
-    }
-    // A parameter named twice would be locked twice.
-    if (!seen.insert((*parameter)->id()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": \"", group.parameter_names[i],
-                       "\" is named more than once; expected each parameter "
-                       "in one group, once"));
-    }
-    found.push_back(*std::move(parameter));
-  }
-  return found;
-}
-
-std::vector<std::shared_ptr<Parameter>> ZeroRunner::AllParametersLocked()
-    const {
-  std::vector<std::shared_ptr<Parameter>> all;
-  for (const auto& group : groups_)
-    all.insert(all.end(), group.begin(), group.end());
-  return all;
-}
-
 absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
   absl::StatusOr<GroupMembership*> membership = Membership();
   if (!membership.ok()) return membership.status();
@@ -126,28 +66,14 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
     return absl::AlreadyExistsError(
         "zero: this daemon already has a ZeRO optimizer");
   }
-  std::vector<std::vector<std::shared_ptr<Parameter>>> groups;
-  std::vector<std::shared_ptr<Parameter>> all;
-  absl::flat_hash_set<uint64_t> seen;
-  for (size_t g = 0; g < spec.groups.size(); ++g) {
-    absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> found =
-        FindGroupLocked(spec.groups[g], g);
-    if (!found.ok()) return found.status();
-    for (const auto& parameter : *found) {
-      if (!seen.insert(parameter->id()).second) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "groups[", g, "]: \"", parameter->name(),
-            "\" is also in an earlier group; expected each parameter in one "
-            "group, once"));
-      }
-      all.push_back(parameter);
-    }
-    groups.push_back(*std::move(found));
-  }
+  absl::StatusOr<ParameterGroups> groups =
+      FindNamedGroups(*parameters_, spec.groups, 0);
+  if (!groups.ok()) return groups.status();
+  const std::vector<std::shared_ptr<Parameter>> all = Flatten(*groups);
   ExclusiveParameterLocks locks(all);
   std::vector<ZeroParamGroup> zero_groups;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    zero_groups.push_back(ToZeroGroup(spec.groups[g], groups[g]));
+  for (size_t g = 0; g < groups->size(); ++g) {
+    zero_groups.push_back(ToTensorGroup(spec.groups[g], (*groups)[g]));
   }
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::Status ran = (*membership)->Run(spec.timeout, [&](Communicator& c) {
@@ -157,7 +83,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
   });
   if (!ran.ok()) return ran;
   spec_ = spec;
-  groups_ = std::move(groups);
+  groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
   PublishLocked();
   return StatusLocked();
@@ -180,21 +106,13 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  std::vector<std::vector<std::optional<Tensor>>> gradients(groups_.size());
-  std::vector<std::vector<const Tensor*>> grads(groups_.size());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (const auto& parameter : groups_[g]) {
-      gradients[g].push_back((*context)->Gradient(parameter->id()));
-    }
-    for (const auto& gradient : gradients[g]) {
-      grads[g].push_back(gradient.has_value() ? &*gradient : nullptr);
-    }
-  }
-  const std::vector<std::shared_ptr<Parameter>> all = AllParametersLocked();
+  GroupGradients gradients;
+  CollectGradients(**context, groups_, &gradients);
+  const std::vector<std::shared_ptr<Parameter>> all = Flatten(groups_);
   ExclusiveParameterLocks locks(all);
   consolidated_.reset();  // Stale once the state moves on.
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-    return optimizer_->Step(grads);
+    return optimizer_->Step(gradients.pointers);
   });
   if (!status.ok()) return status;
   BumpVersions(all);
@@ -219,7 +137,7 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
   int64_t shadowed = 0;
   while (true) {
     absl::MutexLock lock(&mutex_);
-    const std::vector<std::shared_ptr<Parameter>> all = AllParametersLocked();
+    const std::vector<std::shared_ptr<Parameter>> all = Flatten(groups_);
     ExclusiveParameterLocks locks(all);
     bool more = false;
     absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
@@ -248,16 +166,16 @@ absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> found =
-      FindGroupLocked(group, groups_.size());
+  absl::StatusOr<ParameterGroups> found =
+      FindNamedGroups(*parameters_, {group}, groups_.size(), groups_);
   if (!found.ok()) return found.status();
-  ExclusiveParameterLocks locks(*found);
+  ExclusiveParameterLocks locks((*found)[0]);
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-    return optimizer_->AddParamGroup(ToZeroGroup(group, *found));
+    return optimizer_->AddParamGroup(ToTensorGroup(group, (*found)[0]));
   });
   if (!status.ok()) return status;
   spec_.groups.push_back(group);
-  groups_.push_back(*std::move(found));
+  groups_.push_back((*found)[0]);
   consolidated_.reset();
   PublishLocked();
   return StatusLocked();
@@ -282,7 +200,7 @@ absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
   if (!whole.has_value()) return false;
   NamedStateDict named;
   named.state_dict = *std::move(whole);
-  for (const auto& parameter : AllParametersLocked()) {
+  for (const auto& parameter : Flatten(groups_)) {
     named.parameter_names.push_back(parameter->name());
   }
   consolidated_ = std::move(named);
@@ -305,7 +223,7 @@ absl::StatusOr<NamedStateDict> ZeroRunner::GetStateDict() const {
 absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
     const NamedStateDict& named) const {
   absl::flat_hash_map<std::string, int64_t> position;
-  for (const auto& parameter : AllParametersLocked()) {
+  for (const auto& parameter : Flatten(groups_)) {
     position.emplace(parameter->name(), position.size());
   }
   if (named.parameter_names.size() != position.size()) {

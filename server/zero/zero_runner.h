@@ -21,14 +21,12 @@
 #include "server/comm/group_membership.h"
 #include "server/optim/registry.h"
 #include "server/parameter_store.h"
+#include "server/zero/named_groups.h"
 #include "server/zero/zero_optimizer.h"
 
 namespace distopt {
 
-struct ZeroGroupSpec {
-  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
-  std::vector<std::string> parameter_names;
-};
+using ZeroGroupSpec = NamedGroupSpec;
 
 struct ZeroSpec {
   std::string kind;
@@ -92,13 +90,6 @@ class ZeroRunner {
  private:
   absl::StatusOr<GroupMembership*> Membership() const;
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The parameters named by `group`, none already in use (`first_group`
-  // numbers the group in messages).
-  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> FindGroupLocked(
-      const ZeroGroupSpec& group, size_t first_group) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  std::vector<std::shared_ptr<Parameter>> AllParametersLocked() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Maps the dict's names onto this model's positions.
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -113,8 +104,7 @@ class ZeroRunner {
 
   mutable absl::Mutex mutex_;
   ZeroSpec spec_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::vector<std::shared_ptr<Parameter>>> groups_
-      ABSL_GUARDED_BY(mutex_);
+  ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);

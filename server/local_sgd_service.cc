@@ -1,0 +1,150 @@
+#include "server/local_sgd_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "server/optim/state_dict_proto.h"
+
+namespace distopt {
+namespace {
+
+constexpr int64_t kMaxTimeoutMilliseconds = 3600 * 1000;
+
+grpc::Status Reply(const absl::StatusOr<LocalSgdStatus>& status,
+                   v1::PostLocalSgdInfo* response) {
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  response->set_kind(status->kind);
+  response->set_rank(status->rank);
+  response->set_world_size(status->world_size);
+  response->set_step(status->step);
+  const Averaging& next = status->next_averaging;
+  response->set_next_averaging_step(next.step);
+  response->set_next_averaging_group_size(next.group_size);
+  if (next.group_size > 0) {
+    const int first = status->rank / next.group_size * next.group_size;
+    for (int r = first; r < first + next.group_size; ++r) {
+      response->add_next_averaging_ranks(r);
+    }
+  }
+  response->set_next_gradient_group_size(status->next_gradient_group_size);
+  for (const std::string& warning : status->warnings) {
+    response->add_warnings(warning);
+  }
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<LocalSgdSpec> SpecFromProto(
+    const v1::CreatePostLocalSgdRequest& request) {
+  LocalSgdSpec spec;
+  spec.kind = request.kind();
+  const int64_t timeout_ms =
+      request.timeout_ms() == 0 ? 60000 : request.timeout_ms();
+  if (timeout_ms < 1 || timeout_ms > kMaxTimeoutMilliseconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms: ", request.timeout_ms(), "; expected 1 to ",
+                     kMaxTimeoutMilliseconds, ", or 0 for 60000"));
+  }
+  spec.timeout = absl::Milliseconds(timeout_ms);
+  if (request.groups().empty()) {
+    return absl::InvalidArgumentError(
+        "groups: empty; expected at least one parameter group");
+  }
+  for (int g = 0; g < request.groups_size(); ++g) {
+    NamedGroupSpec group;
+    absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> values =
+        HyperparametersFromProto(
+            request.groups(g).hyperparameters(),
+            absl::StrCat("groups[", g, "].hyperparameters"));
+    if (!values.ok()) return values.status();
+    group.hyperparameters = *std::move(values);
+    group.parameter_names.assign(request.groups(g).parameter_names().begin(),
+                                 request.groups(g).parameter_names().end());
+    if (group.parameter_names.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("groups[", g,
+                       "].parameter_names: empty; expected at "
+                       "least one parameter"));
+    }
+    spec.groups.push_back(std::move(group));
+  }
+  AveragerSpec& averager = spec.options.averager;
+  switch (request.averager_case()) {
+    case v1::CreatePostLocalSgdRequest::kPeriodic:
+      averager.kind = AveragerSpec::Kind::kPeriodic;
+      averager.periods = {{request.periodic().period(), 0}};
+      averager.warmup_steps = request.periodic().warmup_steps();
+      break;
+    case v1::CreatePostLocalSgdRequest::kHierarchical:
+      averager.kind = AveragerSpec::Kind::kHierarchical;
+      for (const v1::AveragerPeriod& period :
+           request.hierarchical().periods()) {
+        averager.periods.emplace_back(period.period(), period.group_size());
+      }
+      averager.warmup_steps = request.hierarchical().warmup_steps();
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "averager: not set; expected periodic or hierarchical");
+  }
+  spec.options.start_localsgd_iter = request.start_localsgd_iter();
+  spec.options.post_local_gradient_allreduce =
+      !request.no_post_local_gradient_allreduce();
+  spec.options.subgroup_size = request.subgroup_size();
+  if (request.subgroup_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("subgroup_size: ", request.subgroup_size(),
+                     "; expected a divisor of the world size, or 0 for the "
+                     "ranks of this host"));
+  }
+  return spec;
+}
+
+}  // namespace
+
+grpc::Status PostLocalSgdServiceImpl::CreatePostLocalSgd(
+    grpc::ServerContext*, const v1::CreatePostLocalSgdRequest* request,
+    v1::PostLocalSgdInfo* response) {
+  absl::StatusOr<LocalSgdSpec> spec = SpecFromProto(*request);
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
+  return Reply(runner_->Create(*std::move(spec)), response);
+}
+
+grpc::Status PostLocalSgdServiceImpl::Step(
+    grpc::ServerContext*, const v1::PostLocalSgdStepRequest* request,
+    v1::PostLocalSgdStepResponse* response) {
+  absl::StatusOr<int> averaged = runner_->Step(request->context_id());
+  if (!averaged.ok()) return ToGrpcStatus(averaged.status());
+  response->set_averaged_group_size(*averaged);
+  return grpc::Status::OK;
+}
+
+grpc::Status PostLocalSgdServiceImpl::GetPostLocalSgd(
+    grpc::ServerContext*, const v1::GetPostLocalSgdRequest*,
+    v1::PostLocalSgdInfo* response) {
+  return Reply(runner_->Get(), response);
+}
+
+grpc::Status PostLocalSgdServiceImpl::GetStateDict(
+    grpc::ServerContext*, const v1::GetPostLocalSgdStateDictRequest*,
+    v1::PostLocalSgdStateDict* response) {
+  auto dict = runner_->GetStateDict();
+  if (!dict.ok()) return ToGrpcStatus(dict.status());
+  StateDictToProto(dict->first, response->mutable_state_dict());
+  response->set_step(dict->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status PostLocalSgdServiceImpl::LoadStateDict(
+    grpc::ServerContext*, const v1::PostLocalSgdStateDict* request,
+    v1::LoadPostLocalSgdStateDictResponse* response) {
+  absl::StatusOr<OptimizerStateDict> dict =
+      StateDictFromProto(request->state_dict());
+  if (!dict.ok()) return ToGrpcStatus(dict.status());
+  absl::StatusOr<std::vector<std::string>> warnings = runner_->LoadStateDict(
+      *dict, request->has_step() ? std::optional<int64_t>(request->step())
+                                 : std::nullopt);
+  if (!warnings.ok()) return ToGrpcStatus(warnings.status());
+  for (const std::string& warning : *warnings) response->add_warnings(warning);
+  return grpc::Status::OK;
+}
+
+}  // namespace distopt

@@ -1,0 +1,88 @@
+// LocalSgdRunner: a daemon's post-local SGD optimizer over its own
+// parameters, driven by the PostLocalSgdService RPCs: parameters found by
+// name, gradients from an autograd context, the group's collectives and
+// subgroups, and the parameters' locks held for the whole step. Warnings
+// (as torch gives) go to the daemon's log and to the caller.
+// Thread-safe.
+#ifndef DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_RUNNER_H_
+#define DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_RUNNER_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/autograd/context_table.h"
+#include "server/comm/group_membership.h"
+#include "server/localsgd/post_local_sgd.h"
+#include "server/optim/registry.h"
+#include "server/parameter_store.h"
+#include "server/zero/named_groups.h"
+
+namespace distopt {
+
+struct LocalSgdSpec {
+  std::string kind;
+  std::vector<NamedGroupSpec> groups;
+  // subgroup_size 0: the ranks on this daemon's host.
+  PostLocalSgdOptions options;
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+struct LocalSgdStatus {
+  std::string kind;
+  int rank = 0;
+  int world_size = 0;
+  int64_t step = 0;
+  Averaging next_averaging;
+  int next_gradient_group_size = 0;  // 0: none.
+  std::vector<std::string> warnings;
+};
+
+class LocalSgdRunner {
+ public:
+  // All must outlive the runner; `membership` may hold null (no group).
+  LocalSgdRunner(ParameterStore* parameters, ContextTable* contexts,
+                 const OptimizerRegistry* kinds,
+                 const std::atomic<GroupMembership*>* membership)
+      : parameters_(parameters),
+        contexts_(contexts),
+        kinds_(kinds),
+        membership_(membership) {}
+
+  absl::StatusOr<LocalSgdStatus> Create(LocalSgdSpec spec)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Returns the size of the group this step averaged in (0: none).
+  absl::StatusOr<int> Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<LocalSgdStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<std::pair<OptimizerStateDict, int64_t>> GetStateDict() const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Returns warnings (a dict without a step).
+  absl::StatusOr<std::vector<std::string>> LoadStateDict(
+      const OptimizerStateDict& state_dict, std::optional<int64_t> step)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  absl::StatusOr<GroupMembership*> Membership() const;
+  absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  LocalSgdStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  ParameterStore* const parameters_;
+  ContextTable* const contexts_;
+  const OptimizerRegistry* const kinds_;
+  const std::atomic<GroupMembership*>* const membership_;
+
+  mutable absl::Mutex mutex_;
+  LocalSgdSpec spec_ ABSL_GUARDED_BY(mutex_);
+  ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
+  std::unique_ptr<PostLocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_RUNNER_H_

@@ -1,0 +1,214 @@
+// PostLocalSgdService across real daemons joined through rank 0's store:
+// ranks step on their own gradients and diverge, an averaging step leaves
+// them bit-identical and equal to the mean of what each rank would have
+// reached alone; the service reports the schedule; a run resumed from the
+// ranks' state dicts on fresh daemons continues exactly like an
+// uninterrupted one; a rank lost before the averaging is named within the
+// timeout.
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/distopt/v1/local_sgd.grpc.pb.h"
+#include "tests/zero_fixture.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Periodic averaging every 2 steps after a warm-up of 2; gradients are
+// averaged over both ranks before step 2 and not at all after it.
+v1::CreatePostLocalSgdRequest Spec(double momentum, int64_t start) {
+  v1::CreatePostLocalSgdRequest request;
+  request.set_kind("sgd");
+  request.set_timeout_ms(5000);
+  v1::ZeroParamGroup* group = request.add_groups();
+  (*group->mutable_hyperparameters())["lr"].set_number(kLr);
+  (*group->mutable_hyperparameters())["momentum"].set_number(momentum);
+  for (const auto& [name, shape] : kModel) group->add_parameter_names(name);
+  request.mutable_periodic()->set_period(2);
+  request.mutable_periodic()->set_warmup_steps(2);
+  request.set_start_localsgd_iter(start);
+  request.set_no_post_local_gradient_allreduce(true);
+  return request;
+}
+
+class LocalSgdTest : public ZeroServiceTest {
+ protected:
+  grpc::Status CreateOnEveryRank(const v1::CreatePostLocalSgdRequest& spec,
+                                 std::vector<v1::PostLocalSgdInfo>* infos) {
+    infos->resize(world_);
+    std::vector<grpc::Status> created = OnEveryRank([&](int r) {
+      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::CreatePostLocalSgd,
+                          spec, &(*infos)[r]);
+    });
+    for (const grpc::Status& status : created) {
+      if (!status.ok()) return status;
+    }
+    return grpc::Status::OK;
+  }
+
+  // Steps every rank on its own gradients of `step`; returns the averaged
+  // group sizes.
+  std::vector<int> StepEveryRank(int step) {
+    const uint64_t context_id = PushGradients(step);
+    std::vector<v1::PostLocalSgdStepResponse> responses(world_);
+    v1::PostLocalSgdStepRequest request;
+    request.set_context_id(context_id);
+    std::vector<grpc::Status> stepped = OnEveryRank([&](int r) {
+      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::Step, request,
+                          &responses[r]);
+    });
+    std::vector<int> sizes;
+    for (int r = 0; r < world_; ++r) {
+      EXPECT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
+      sizes.push_back(responses[r].averaged_group_size());
+    }
+    return sizes;
+  }
+
+  template <typename Request, typename Response>
+  grpc::Status LocalSgdCall(
+      int rank,
+      grpc::Status (v1::PostLocalSgdService::Stub::*method)(
+          grpc::ClientContext*, const Request&, Response*),
+      const Request& request, Response* response) {
+    auto stub =
+        v1::PostLocalSgdService::NewStub(client_->Channel(addresses_[rank]));
+    grpc::ClientContext context;
+    return (stub.get()->*method)(&context, request, response);
+  }
+};
+
+TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.0, 2), &infos).ok());
+  EXPECT_EQ(infos[1].rank(), 1);
+  EXPECT_EQ(infos[1].next_averaging_step(), 2);
+  EXPECT_EQ(infos[1].next_averaging_group_size(), 2);
+  EXPECT_THAT(infos[1].next_averaging_ranks(), ElementsAre(0, 1));
+  EXPECT_EQ(infos[1].next_gradient_group_size(), 2);  // Before the switch.
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_THAT(StepEveryRank(step),
+                ElementsAre(step == 2 ? 2 : 0, step == 2 ? 2 : 0));
+  }
+  // Step 3 used each rank's own gradients: the ranks differ now.
+  std::vector<Tensor> before0 = ReadModel(0), before1 = ReadModel(1);
+  EXPECT_TRUE(testing::SameBytes(before0[0], before1[0]));  // Averaged at 2.
+  EXPECT_THAT(StepEveryRank(3), ElementsAre(0, 0));
+  std::vector<Tensor> after0 = ReadModel(0), after1 = ReadModel(1);
+  EXPECT_FALSE(testing::SameBytes(after0[0], after1[0]));
+  v1::PostLocalSgdInfo info;
+  ASSERT_TRUE(LocalSgdCall(0, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+                           v1::GetPostLocalSgdRequest(), &info)
+                  .ok());
+  EXPECT_EQ(info.step(), 4);
+  EXPECT_EQ(info.next_averaging_step(), 4);
+  EXPECT_EQ(info.next_gradient_group_size(), 0);  // No reduction after 2.
+  // Step 4 averages: each rank's plain SGD step on its own gradient, then
+  // the mean of the two, which in fp32 is exact whatever the order.
+  EXPECT_THAT(StepEveryRank(4), ElementsAre(2, 2));
+  std::vector<Tensor> averaged0 = ReadModel(0), averaged1 = ReadModel(1);
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    EXPECT_TRUE(testing::SameBytes(averaged0[p], averaged1[p]))
+        << kModel[p].first;
+    Tensor g0 = RankGradient(0, p, 4), g1 = RankGradient(1, p, 4);
+    for (int64_t e = 0; e < after0[p].num_elements(); ++e) {
+      const float mine = after0[p].host_span<float>()[e] -
+                         static_cast<float>(kLr) * g0.host_span<float>()[e];
+      const float theirs = after1[p].host_span<float>()[e] -
+                           static_cast<float>(kLr) * g1.host_span<float>()[e];
+      ASSERT_EQ(averaged0[p].host_span<float>()[e], (mine + theirs) * 0.5f)
+          << kModel[p].first << "[" << e << "]";
+    }
+  }
+}
+
+TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int step = 0; step < 7; ++step) StepEveryRank(step);
+  const std::vector<std::vector<Tensor>> uninterrupted = {ReadModel(0),
+                                                          ReadModel(1)};
+  StopRanks();
+
+  StartRanks(2);
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int step = 0; step < 3; ++step) StepEveryRank(step);
+  std::vector<v1::PostLocalSgdStateDict> saved(world_);
+  std::vector<std::vector<Tensor>> values;
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(LocalSgdCall(r, &v1::PostLocalSgdService::Stub::GetStateDict,
+                             v1::GetPostLocalSgdStateDictRequest(), &saved[r])
+                    .ok());
+    EXPECT_EQ(saved[r].step(), 3);
+    values.push_back(ReadModel(r));
+  }
+  StopRanks();
+
+  StartRanksHolding(2, values);
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int r = 0; r < world_; ++r) {
+    v1::LoadPostLocalSgdStateDictResponse loaded;
+    ASSERT_TRUE(LocalSgdCall(r, &v1::PostLocalSgdService::Stub::LoadStateDict,
+                             saved[r], &loaded)
+                    .ok());
+    EXPECT_TRUE(loaded.warnings().empty());
+  }
+  // No second warm-up: the step is 3, gradients are no longer reduced.
+  v1::PostLocalSgdInfo info;
+  ASSERT_TRUE(LocalSgdCall(1, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+                           v1::GetPostLocalSgdRequest(), &info)
+                  .ok());
+  EXPECT_EQ(info.step(), 3);
+  EXPECT_EQ(info.next_gradient_group_size(), 0);
+  for (int step = 3; step < 7; ++step) StepEveryRank(step);
+  for (int r = 0; r < world_; ++r) {
+    std::vector<Tensor> resumed = ReadModel(r);
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      EXPECT_TRUE(testing::SameBytes(resumed[p], uninterrupted[r][p]))
+          << "rank " << r << " " << kModel[p].first;
+    }
+  }
+}
+
+TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
+  // A last group size that is not the world size, on every rank.
+  v1::CreatePostLocalSgdRequest bad = Spec(0.0, 2);
+  v1::AveragerPeriod* period = bad.mutable_hierarchical()->add_periods();
+  period->set_period(4);
+  period->set_group_size(1);
+  std::vector<v1::PostLocalSgdInfo> infos;
+  grpc::Status refused = CreateOnEveryRank(bad, &infos);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("expected the world size 2"));
+  // start_localsgd_iter other than the warm-up: accepted with a warning.
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.0, 3), &infos).ok());
+  EXPECT_THAT(infos[0].warnings(),
+              ::testing::Contains(HasSubstr("start_localsgd_iter (3)")));
+
+  ranks_[1]->Signal(SIGKILL);
+  ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(10)).ok());
+  const uint64_t context_id = client_->NewContextId();
+  v1::PostLocalSgdStepRequest request;
+  request.set_context_id(context_id);
+  ASSERT_TRUE(
+      client_
+          ->AccumulateGradients(addresses_[0], context_id,
+                                {{params_[0][0].id, RankGradient(0, 0, 0)}})
+          .ok());
+  v1::PostLocalSgdStepResponse response;
+  const absl::Time start = absl::Now();
+  grpc::Status lost =
+      LocalSgdCall(0, &v1::PostLocalSgdService::Stub::Step, request, &response);
+  EXPECT_EQ(lost.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(lost.error_message(),
+              HasSubstr("lost: rank 1 (" + addresses_[1] + ")"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace distopt
