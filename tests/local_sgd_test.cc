@@ -175,6 +175,47 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   }
 }
 
+TEST_F(LocalSgdTest, HierarchicalAveragingOnFourDaemons) {
+  StopRanks();
+  StartRanks(4);
+  v1::CreatePostLocalSgdRequest spec = Spec(0.0, 0);
+  for (auto [period, size] : {std::pair<int, int>{2, 2}, {4, 4}}) {
+    v1::AveragerPeriod* entry = spec.mutable_hierarchical()->add_periods();
+    entry->set_period(period);
+    entry->set_group_size(size);
+  }
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(spec, &infos).ok());
+  EXPECT_THAT(infos[3].next_averaging_ranks(), ElementsAre(0, 1, 2, 3));
+  // Steps 0 (all four), 1 (none), 2 (pairs), 3 (none), 4 (all four).
+  const std::vector<int> sizes = {4, 0, 2, 0, 4};
+  for (int step = 0; step < 5; ++step) {
+    EXPECT_THAT(StepEveryRank(step), ::testing::Each(sizes[step]))
+        << "step " << step;
+    std::vector<std::vector<Tensor>> models;
+    for (int r = 0; r < world_; ++r) models.push_back(ReadModel(r));
+    for (int r = 0; r < world_; ++r) {
+      const bool with_first = sizes[step] == 4 || (sizes[step] == 2 && r < 2);
+      const bool with_third = sizes[step] == 4 || (sizes[step] == 2 && r >= 2);
+      EXPECT_EQ(testing::SameBytes(models[r][0], models[0][0]),
+                with_first || r == 0)
+          << "step " << step << " rank " << r;
+      EXPECT_EQ(testing::SameBytes(models[r][0], models[2][0]),
+                with_third || r == 2)
+          << "step " << step << " rank " << r;
+    }
+    if (step == 1) {
+      v1::PostLocalSgdInfo info;
+      ASSERT_TRUE(LocalSgdCall(3,
+                               &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+                               v1::GetPostLocalSgdRequest(), &info)
+                      .ok());
+      EXPECT_EQ(info.next_averaging_step(), 2);
+      EXPECT_THAT(info.next_averaging_ranks(), ElementsAre(2, 3));
+    }
+  }
+}
+
 TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
   // A last group size that is not the world size, on every rank.
   v1::CreatePostLocalSgdRequest bad = Spec(0.0, 2);
@@ -190,6 +231,9 @@ TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
   EXPECT_THAT(infos[0].warnings(),
               ::testing::Contains(HasSubstr("start_localsgd_iter (3)")));
 
+  // Rank 1 dies before step 2, which averages.
+  StepEveryRank(0);
+  StepEveryRank(1);
   ranks_[1]->Signal(SIGKILL);
   ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(10)).ok());
   const uint64_t context_id = client_->NewContextId();
