@@ -117,6 +117,16 @@ grpc::Status PostLocalSgdServiceImpl::Step(
   return grpc::Status::OK;
 }
 
+grpc::Status PostLocalSgdServiceImpl::SetHyperparameters(
+    grpc::ServerContext*, const v1::SetZeroHyperparametersRequest* request,
+    v1::PostLocalSgdInfo* response) {
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> changes =
+      HyperparametersFromProto(request->hyperparameters(), "hyperparameters");
+  if (!changes.ok()) return ToGrpcStatus(changes.status());
+  return Reply(runner_->SetHyperparameters(request->group(), *changes),
+               response);
+}
+
 grpc::Status PostLocalSgdServiceImpl::GetPostLocalSgd(
     grpc::ServerContext*, const v1::GetPostLocalSgdRequest*,
     v1::PostLocalSgdInfo* response) {

@@ -19,6 +19,10 @@ class PostLocalSgdServiceImpl final : public v1::PostLocalSgdService::Service {
   grpc::Status Step(grpc::ServerContext* context,
                     const v1::PostLocalSgdStepRequest* request,
                     v1::PostLocalSgdStepResponse* response) override;
+  grpc::Status SetHyperparameters(
+      grpc::ServerContext* context,
+      const v1::SetZeroHyperparametersRequest* request,
+      v1::PostLocalSgdInfo* response) override;
   grpc::Status GetPostLocalSgd(grpc::ServerContext* context,
                                const v1::GetPostLocalSgdRequest* request,
                                v1::PostLocalSgdInfo* response) override;

@@ -110,6 +110,16 @@ grpc::Status ZeroServiceImpl::AddParamGroup(
   return Reply(runner_->AddParamGroup(*group), response);
 }
 
+grpc::Status ZeroServiceImpl::SetHyperparameters(
+    grpc::ServerContext*, const v1::SetZeroHyperparametersRequest* request,
+    v1::ZeroInfo* response) {
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> changes =
+      HyperparametersFromProto(request->hyperparameters(), "hyperparameters");
+  if (!changes.ok()) return ToGrpcStatus(changes.status());
+  return Reply(runner_->SetHyperparameters(request->group(), *changes),
+               response);
+}
+
 grpc::Status ZeroServiceImpl::ConsolidateStateDict(
     grpc::ServerContext*, const v1::ConsolidateZeroStateDictRequest* request,
     v1::ConsolidateZeroStateDictResponse* response) {

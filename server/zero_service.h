@@ -28,6 +28,10 @@ class ZeroServiceImpl final : public v1::ZeroService::Service {
   grpc::Status AddParamGroup(grpc::ServerContext* context,
                              const v1::AddZeroParamGroupRequest* request,
                              v1::ZeroInfo* response) override;
+  grpc::Status SetHyperparameters(
+      grpc::ServerContext* context,
+      const v1::SetZeroHyperparametersRequest* request,
+      v1::ZeroInfo* response) override;
   grpc::Status ConsolidateStateDict(
       grpc::ServerContext* context,
       const v1::ConsolidateZeroStateDictRequest* request,

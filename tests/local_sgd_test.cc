@@ -231,6 +231,23 @@ TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
   EXPECT_THAT(infos[0].warnings(),
               ::testing::Contains(HasSubstr("start_localsgd_iter (3)")));
 
+  // An LR schedule: the same change on every rank, or none.
+  for (double other : {0.5, 0.25}) {
+    std::vector<v1::PostLocalSgdInfo> changed(world_);
+    std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+      v1::SetZeroHyperparametersRequest request;
+      (*request.mutable_hyperparameters())["lr"].set_number(r == 0 ? 0.25
+                                                                   : other);
+      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::SetHyperparameters,
+                          request, &changed[r]);
+    });
+    for (const grpc::Status& status : results) {
+      EXPECT_EQ(status.error_code(),
+                other == 0.25 ? grpc::StatusCode::OK
+                              : grpc::StatusCode::FAILED_PRECONDITION)
+          << status.error_message();
+    }
+  }
   // Rank 1 dies before step 2, which averages.
   StepEveryRank(0);
   StepEveryRank(1);

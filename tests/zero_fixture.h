@@ -249,6 +249,11 @@ class ReferenceTraining {
     ASSERT_TRUE(status.ok()) << status;
   }
 
+  void SetHyperparameters(
+      const absl::flat_hash_map<std::string, HyperValue>& changes) {
+    ASSERT_TRUE(optimizer_->SetHyperparameters(changes).ok());
+  }
+
   const std::vector<Tensor>& values() const { return values_; }
   const FunctionalOptimizer& optimizer() const { return *optimizer_; }
 

@@ -242,6 +242,41 @@ TEST_F(ZeroServiceTest, ARankThatRunsOutOfDataJoinsWhileTheOtherSteps) {
   ExpectEveryRankHolds(reference.values());
 }
 
+TEST_F(ZeroServiceTest, AnLrScheduleChangesEveryRankOrNone) {
+  ReferenceTraining reference("sgd");
+  CreateOnEveryRank(*this, SgdSpec(kLr));
+  TrainSteps(*this, reference, 0, 2);
+  auto set_lr = [&](const std::function<double(int)>& lr) {
+    std::vector<v1::ZeroInfo> infos(world_);
+    return OnEveryRank([&](int r) {
+      v1::SetZeroHyperparametersRequest request;
+      request.set_group(0);
+      (*request.mutable_hyperparameters())["lr"].set_number(lr(r));
+      return Call(r, &v1::ZeroService::Stub::SetHyperparameters, request,
+                  &infos[r]);
+    });
+  };
+  // Ranks given different values, or a bad one, change nothing anywhere.
+  for (const grpc::Status& status :
+       set_lr([](int r) { return r == 0 ? 0.01 : 0.02; })) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("hyperparameter changes: rank(s) 1 differ"));
+  }
+  for (const grpc::Status& status : set_lr([](int) { return -1.0; })) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("lr"));
+  }
+  TrainSteps(*this, reference, 2, 1);
+  // The same new value on every rank applies from the next step on.
+  for (const grpc::Status& status : set_lr([](int) { return kLr / 4; })) {
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  reference.SetHyperparameters({{"lr", kLr / 4}});
+  TrainSteps(*this, reference, 3, 2);
+  ExpectEveryRankHolds(reference.values());
+}
+
 TEST_F(ZeroServiceTest, AGroupAddedLaterKeepsTheFirstGroupsOwners) {
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.mutable_groups(0)->mutable_parameter_names()->DeleteSubrange(2, 2);

@@ -134,6 +134,21 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Get() const {
   return StatusLocked();
 }
 
+absl::StatusOr<LocalSgdStatus> LocalSgdRunner::SetHyperparameters(
+    int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  absl::Status status =
+      (*membership)->RunInGroup(spec_.timeout, [&](CommunicatorGroup& g) {
+        return optimizer_->SetHyperparameters(g, group, changes);
+      });
+  if (!status.ok()) return status;
+  return StatusLocked();
+}
+
 absl::StatusOr<std::pair<OptimizerStateDict, int64_t>>
 LocalSgdRunner::GetStateDict() const {
   absl::MutexLock lock(&mutex_);

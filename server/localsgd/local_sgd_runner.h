@@ -59,6 +59,9 @@ class LocalSgdRunner {
   // Returns the size of the group this step averaged in (0: none).
   absl::StatusOr<int> Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<LocalSgdStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<LocalSgdStatus> SetHyperparameters(
+      int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<std::pair<OptimizerStateDict, int64_t>> GetStateDict() const
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns warnings (a dict without a step).

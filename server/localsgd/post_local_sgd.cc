@@ -5,6 +5,7 @@
 #include "server/comm/agreement.h"
 #include "server/localsgd/parameter_averaging.h"
 #include "server/optim/state_dict_split.h"
+#include "server/zero/collective_hyperparameters.h"
 #include "server/zero/gradient_buckets.h"
 
 namespace distopt {
@@ -222,6 +223,17 @@ absl::Status PostLocalSgdOptimizer::Step(
   }
   averager_.Advance();
   return absl::OkStatus();
+}
+
+absl::Status PostLocalSgdOptimizer::SetHyperparameters(
+    CommunicatorGroup& group, int index,
+    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  if (index < 0 || index >= static_cast<int>(groups_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group: ", index, "; expected 0 to ", groups_.size() - 1));
+  }
+  return SetHyperparametersOnEveryRank(group.global(), *local_[index], index,
+                                       changes);
 }
 
 absl::StatusOr<OptimizerStateDict> PostLocalSgdOptimizer::StateDict() const {

@@ -51,6 +51,12 @@ class PostLocalSgdOptimizer {
   absl::Status Step(CommunicatorGroup& group,
                     const std::vector<std::vector<const Tensor*>>& grads);
 
+  // Collective over the whole group: changes group `group`'s
+  // hyperparameters on every rank (an LR schedule).
+  absl::Status SetHyperparameters(
+      CommunicatorGroup& group, int index,
+      const absl::flat_hash_map<std::string, HyperValue>& changes);
+
   // The local optimizer's state, keyed by global position (groups in
   // order), and the averager's step.
   absl::StatusOr<OptimizerStateDict> StateDict() const;

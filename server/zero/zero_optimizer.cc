@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "server/zero/collective_hyperparameters.h"
 #include "server/zero/parameter_broadcast.h"
 
 namespace distopt {
@@ -37,6 +38,21 @@ absl::Status ZeroOptimizer::AddParamGroup(ZeroParamGroup group) {
   if (!same.ok()) return same;
   return AgreeOnEveryRank(*communicator_, Extend({std::move(group)}),
                           "the new group");
+}
+
+absl::Status ZeroOptimizer::SetHyperparameters(
+    int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  // The index is part of what the ranks agree on first, so a bad one is
+  // refused alike everywhere.
+  if (group < 0 || group >= static_cast<int>(groups_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group: ", group, "; expected 0 to ", groups_.size() - 1));
+  }
+  absl::Status status = SetHyperparametersOnEveryRank(
+      *communicator_, *local_[group], group, changes);
+  if (!status.ok()) return status;
+  groups_[group].hyperparameters = local_[group]->hyperparameters().values();
+  return absl::OkStatus();
 }
 
 absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {

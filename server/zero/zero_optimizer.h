@@ -56,6 +56,12 @@ class ZeroOptimizer {
   // ranks' groups differ.
   absl::Status AddParamGroup(ZeroParamGroup group);
 
+  // Collective: changes group `group`'s hyperparameters on every rank (an
+  // LR schedule), as setting torch's param_groups[group] does before a
+  // step. See SetHyperparametersOnEveryRank.
+  absl::Status SetHyperparameters(
+      int group, const absl::flat_hash_map<std::string, HyperValue>& changes);
+
   // Collective, as torch's consolidate_state_dict(to) + state_dict(): rank
   // `to` receives every rank's shard into host memory and returns the
   // unsharded state dict in torch's layout (state keyed by global position:

@@ -181,6 +181,22 @@ absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
   return StatusLocked();
 }
 
+absl::StatusOr<ZeroStatus> ZeroRunner::SetHyperparameters(
+    int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  absl::StatusOr<GroupMembership*> membership = Membership();
+  if (!membership.ok()) return membership.status();
+  absl::MutexLock lock(&mutex_);
+  absl::Status created = CheckCreatedLocked();
+  if (!created.ok()) return created;
+  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
+    return optimizer_->SetHyperparameters(group, changes);
+  });
+  if (!status.ok()) return status;
+  consolidated_.reset();
+  PublishLocked();
+  return StatusLocked();
+}
+
 absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
   absl::StatusOr<GroupMembership*> membership = Membership();
   if (!membership.ok()) return membership.status();

@@ -77,6 +77,9 @@ class ZeroRunner {
   absl::StatusOr<int64_t> Join() ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<ZeroStatus> AddParamGroup(const ZeroGroupSpec& group)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<ZeroStatus> SetHyperparameters(
+      int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // True on rank `to`, which then holds the state dict.
   absl::StatusOr<bool> ConsolidateStateDict(int to) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<NamedStateDict> GetStateDict() const
