@@ -30,6 +30,14 @@ grpc::Status Reply(const absl::StatusOr<ZeroStatus>& status,
   response->set_world_size(status->world_size);
   response->set_groups(status->groups);
   response->set_joined(status->joined);
+  for (const ZeroRankBytes& bytes : status->ranks) {
+    v1::ZeroRankBytes* rank = response->add_ranks();
+    rank->set_rank(bytes.rank);
+    rank->set_parameter_bytes(bytes.parameter_bytes);
+    rank->set_gradient_bytes(bytes.gradient_bytes);
+    rank->set_state_bytes(bytes.state_bytes);
+    rank->set_steps(bytes.steps);
+  }
   return grpc::Status::OK;
 }
 

@@ -89,6 +89,19 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
     EXPECT_LE(std::abs(after.state_bytes() - total_state / world_), largest)
         << "rank " << r;
     sum_state += after.state_bytes();
+    // Every rank's figures, from any rank, equal what each reports itself.
+    ASSERT_EQ(after.ranks_size(), world_);
+    for (int q = 0; q < world_; ++q) {
+      EXPECT_EQ(after.ranks(q).rank(), q);
+      EXPECT_EQ(after.ranks(q).parameter_bytes(), model_bytes);
+      EXPECT_EQ(after.ranks(q).steps(), kSteps);
+    }
+    EXPECT_EQ(after.ranks(r).state_bytes(), after.state_bytes());
+    int64_t from_one_call = 0;
+    for (const v1::ZeroRankBytes& rank : after.ranks()) {
+      from_one_call += rank.state_bytes();
+    }
+    EXPECT_EQ(from_one_call, total_state);
   }
   EXPECT_EQ(sum_state, total_state);
 }

@@ -110,6 +110,32 @@ absl::Status GroupMembership::RunInGroup(
   return status;
 }
 
+absl::Status GroupMembership::Publish(const std::string& key,
+                                      const std::string& value) {
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (state_ != State::kReady) {
+      return absl::FailedPreconditionError("group: not ready");
+    }
+    store = store_.get();
+  }
+  return store->Set(key, value);
+}
+
+absl::StatusOr<std::string> GroupMembership::Lookup(const std::string& key,
+                                                    absl::Duration timeout) {
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (state_ != State::kReady) {
+      return absl::FailedPreconditionError("group: not ready");
+    }
+    store = store_.get();
+  }
+  return store->Get(key, timeout);
+}
+
 absl::StatusOr<int> GroupMembership::RanksOnThisHost() {
   RendezvousStore* store = nullptr;
   {

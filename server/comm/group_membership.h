@@ -63,6 +63,14 @@ class GroupMembership {
   absl::Status Run(absl::Duration timeout,
                    const std::function<absl::Status(Communicator&)>& collective)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // The group's key-value store (rank 0's), for small records every rank
+  // can read: FAILED_PRECONDITION until the group is ready.
+  absl::Status Publish(const std::string& key, const std::string& value)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<std::string> Lookup(const std::string& key,
+                                     absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
   // How many ranks share this daemon's host (the host part of the addresses
   // the daemons published at join): torch's default subgroup, the ranks of
   // one node. FAILED_PRECONDITION when an address is missing or this host's

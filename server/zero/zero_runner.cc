@@ -4,10 +4,18 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/autograd/parameter_locks.h"
 
 namespace distopt {
+namespace {
+
+// Each rank's byte counts in the group's store, for GetZero on any rank.
+constexpr absl::string_view kRankBytesKey = "zero/bytes/";
+
+}  // namespace
 
 absl::StatusOr<GroupMembership*> ZeroRunner::Membership() const {
   GroupMembership* membership = membership_->load();
@@ -52,6 +60,15 @@ ZeroStatus ZeroRunner::StatusLocked() const {
 
 void ZeroRunner::PublishLocked() {
   ZeroStatus status = StatusLocked();
+  if (GroupMembership* membership = membership_->load()) {
+    // Best effort: GetZero then lacks this rank's figures.
+    membership
+        ->Publish(
+            absl::StrCat(kRankBytesKey, status.rank),
+            absl::StrCat(status.parameter_bytes, " ", status.gradient_bytes,
+                         " ", status.state_bytes, " ", status.steps))
+        .IgnoreError();
+  }
   absl::MutexLock lock(&published_mutex_);
   published_ = std::move(status);
 }
@@ -314,6 +331,22 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
   }
   ZeroStatus status = *published_;
   status.joined = joined_;
+  GroupMembership* membership = membership_->load();
+  for (int r = 0; r < status.world_size && membership != nullptr; ++r) {
+    absl::StatusOr<std::string> record = membership->Lookup(
+        absl::StrCat(kRankBytesKey, r), absl::Milliseconds(200));
+    ZeroRankBytes bytes;
+    bytes.rank = r;
+    std::vector<std::string> fields = absl::StrSplit(
+        record.ok() ? *record : std::string(), ' ', absl::SkipEmpty());
+    if (fields.size() == 4 &&
+        absl::SimpleAtoi(fields[0], &bytes.parameter_bytes) &&
+        absl::SimpleAtoi(fields[1], &bytes.gradient_bytes) &&
+        absl::SimpleAtoi(fields[2], &bytes.state_bytes) &&
+        absl::SimpleAtoi(fields[3], &bytes.steps)) {
+      status.ranks.push_back(bytes);
+    }
+  }
   return status;
 }
 

@@ -35,6 +35,14 @@ struct ZeroSpec {
   absl::Duration timeout = absl::Seconds(60);
 };
 
+struct ZeroRankBytes {
+  int rank = 0;
+  int64_t parameter_bytes = 0;
+  int64_t gradient_bytes = 0;
+  int64_t state_bytes = 0;
+  int64_t steps = 0;
+};
+
 struct ZeroStatus {
   std::string kind;
   ZeroOptions options;
@@ -48,6 +56,7 @@ struct ZeroStatus {
   int64_t steps = 0;
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
+  std::vector<ZeroRankBytes> ranks;  // Every rank's, as published.
 };
 
 // An unsharded ZeRO state dict with the parameter name at each position.
@@ -97,7 +106,8 @@ class ZeroRunner {
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   ZeroStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Refreshes what Get reports.
+  // Refreshes what Get reports, here and, for the other ranks, in the
+  // group's store.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   ParameterStore* const parameters_;
