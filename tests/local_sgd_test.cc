@@ -51,10 +51,11 @@ class LocalSgdTest : public ZeroServiceTest {
     return grpc::Status::OK;
   }
 
-  // Steps every rank on its own gradients of `step`; returns the averaged
-  // group sizes.
-  std::vector<int> StepEveryRank(int step) {
-    const uint64_t context_id = PushGradients(step);
+  // Steps every rank on its own gradients of `step` (none for the
+  // parameters in `without`); returns the averaged group sizes.
+  std::vector<int> StepEveryRank(int step,
+                                 const std::vector<size_t>& without = {}) {
+    const uint64_t context_id = PushGradients(step, {}, without);
     std::vector<v1::PostLocalSgdStepResponse> responses(world_);
     v1::PostLocalSgdStepRequest request;
     request.set_context_id(context_id);
@@ -109,10 +110,12 @@ TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
   EXPECT_EQ(info.next_averaging_step(), 4);
   EXPECT_EQ(info.next_gradient_group_size(), 0);  // No reduction after 2.
   // Step 4 averages: each rank's plain SGD step on its own gradient, then
-  // the mean of the two, which in fp32 is exact whatever the order.
-  EXPECT_THAT(StepEveryRank(4), ElementsAre(2, 2));
+  // the mean of the two, which in fp32 is exact whatever the order. The
+  // last parameter has no gradient anywhere: not stepped, not averaged.
+  const size_t last = kModel.size() - 1;
+  EXPECT_THAT(StepEveryRank(4, {last}), ElementsAre(2, 2));
   std::vector<Tensor> averaged0 = ReadModel(0), averaged1 = ReadModel(1);
-  for (size_t p = 0; p < kModel.size(); ++p) {
+  for (size_t p = 0; p < last; ++p) {
     EXPECT_TRUE(testing::SameBytes(averaged0[p], averaged1[p]))
         << kModel[p].first;
     Tensor g0 = RankGradient(0, p, 4), g1 = RankGradient(1, p, 4);
@@ -124,6 +127,28 @@ TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
       ASSERT_EQ(averaged0[p].host_span<float>()[e], (mine + theirs) * 0.5f)
           << kModel[p].first << "[" << e << "]";
     }
+  }
+  EXPECT_TRUE(testing::SameBytes(averaged0[last], after0[last]));
+  EXPECT_TRUE(testing::SameBytes(averaged1[last], after1[last]));
+  EXPECT_FALSE(testing::SameBytes(averaged0[last], averaged1[last]));
+}
+
+TEST_F(LocalSgdTest, GradientsReduceWithinTheRanksOfThisHostByDefault) {
+  v1::CreatePostLocalSgdRequest spec = Spec(0.0, 2);
+  spec.set_no_post_local_gradient_allreduce(false);
+  spec.set_subgroup_size(0);  // The ranks on this host: both, on loopback.
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(spec, &infos).ok());
+  for (int step = 0; step < 4; ++step) StepEveryRank(step);
+  v1::PostLocalSgdInfo info;
+  ASSERT_TRUE(LocalSgdCall(0, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+                           v1::GetPostLocalSgdRequest(), &info)
+                  .ok());
+  EXPECT_EQ(info.next_gradient_group_size(), 2);
+  // Both ranks reduce together at every step, so they never diverge.
+  std::vector<Tensor> model0 = ReadModel(0), model1 = ReadModel(1);
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    EXPECT_TRUE(testing::SameBytes(model0[p], model1[p])) << kModel[p].first;
   }
 }
 

@@ -5,6 +5,7 @@
 #ifndef DISTOPT_TESTS_ZERO_FIXTURE_H_
 #define DISTOPT_TESTS_ZERO_FIXTURE_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -120,13 +121,18 @@ class ZeroServiceTest : public ::testing::Test {
   }
 
   // Rank r's gradients of step `step` in a new context, on every rank
-  // whose data has not run out (`data_steps`, default: none has).
-  uint64_t PushGradients(int step, const std::vector<int>& data_steps = {}) {
+  // whose data has not run out (`data_steps`, default: none has), for every
+  // parameter but those in `without`.
+  uint64_t PushGradients(int step, const std::vector<int>& data_steps = {},
+                         const std::vector<size_t>& without = {}) {
     const uint64_t context_id = client_->NewContextId();
     for (int r = 0; r < world_; ++r) {
       if (!data_steps.empty() && step >= data_steps[r]) continue;
       std::vector<std::pair<uint64_t, Tensor>> gradients;
       for (size_t p = 0; p < kModel.size(); ++p) {
+        if (std::find(without.begin(), without.end(), p) != without.end()) {
+          continue;
+        }
         gradients.emplace_back(params_[r][p].id, RankGradient(r, p, step));
       }
       absl::Status pushed =
