@@ -277,6 +277,57 @@ TEST_F(ZeroServiceTest, AnLrScheduleChangesEveryRankOrNone) {
   ExpectEveryRankHolds(reference.values());
 }
 
+TEST_F(ZeroServiceTest, BadArgumentsAreRefusedOnEveryRankAlike) {
+  v1::ZeroJoinResponse joined;
+  EXPECT_EQ(
+      Call(0, &v1::ZeroService::Stub::Join, v1::ZeroJoinRequest(), &joined)
+          .error_code(),
+      grpc::StatusCode::FAILED_PRECONDITION);  // Before CreateZero.
+  CreateOnEveryRank(*this, SgdSpec(kLr));
+  v1::ConsolidateZeroStateDictRequest far;
+  far.set_to(7);
+  std::vector<v1::ConsolidateZeroStateDictResponse> held(world_);
+  for (const grpc::Status& status : OnEveryRank([&](int r) {
+         return Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, far,
+                     &held[r]);
+       })) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("to: 7"));
+  }
+  v1::SetZeroHyperparametersRequest nowhere;
+  nowhere.set_group(9);
+  (*nowhere.mutable_hyperparameters())["lr"].set_number(0.5);
+  std::vector<v1::ZeroInfo> infos(world_);
+  for (const grpc::Status& status : OnEveryRank([&](int r) {
+         return Call(r, &v1::ZeroService::Stub::SetHyperparameters, nowhere,
+                     &infos[r]);
+       })) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("group: 9"));
+  }
+  v1::AddZeroParamGroupRequest empty;
+  EXPECT_EQ(Call(0, &v1::ZeroService::Stub::AddParamGroup, empty, &infos[0])
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // A state dict whose tensors do not parse is refused on every rank.
+  ReferenceTraining reference("sgd");
+  TrainSteps(*this, reference, 0, 1);
+  v1::ZeroStateDict garbled = Consolidated(*this, 0);
+  ASSERT_GT(garbled.state_dict().state_size(), 0);
+  garbled.mutable_state_dict()
+      ->mutable_state(0)
+      ->mutable_buffers()
+      ->at("momentum_buffer")
+      .set_data("short");
+  std::vector<v1::LoadZeroStateDictResponse> loaded(world_);
+  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+    return Call(r, &v1::ZeroService::Stub::LoadStateDict, garbled, &loaded[r]);
+  });
+  for (const grpc::Status& status : results) {
+    EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
+  }
+}
+
 TEST_F(ZeroServiceTest, AGroupAddedLaterKeepsTheFirstGroupsOwners) {
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.mutable_groups(0)->mutable_parameter_names()->DeleteSubrange(2, 2);
