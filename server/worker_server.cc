@@ -149,6 +149,10 @@ absl::Status WorkerServer::Shutdown() {
   health_.SetAll(HealthCheckResponse::NOT_SERVING);
   // Watch streams send NOT_SERVING, then end so that shutdown can finish.
   health_.Close();
+  // Joining ends first, while this daemon still serves the group's store
+  // (on rank 0): a rendezvous half done would otherwise wait for peers that
+  // can no longer reach the store, up to the group timeout.
+  if (membership_ != nullptr) membership_->StopJoining();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   membership_view_ = nullptr;

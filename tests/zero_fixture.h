@@ -73,6 +73,7 @@ inline Tensor RankGradient(int rank, size_t p, int step) {
 class ZeroServiceTest : public ::testing::Test {
  protected:
   void SetUp() override { StartRanks(2); }
+  void TearDown() override { StopRanks(); }
 
  public:
   // Starts `world` daemons joined through rank 0's store, each holding the
@@ -114,7 +115,9 @@ class ZeroServiceTest : public ::testing::Test {
   // Stops every daemon (as for a restart at another world size).
   void StopRanks() {
     client_ = std::make_unique<Client>();
-    ranks_.clear();
+    // Last rank first: every rank keeps a channel to rank 0's store, and a
+    // daemon waits at shutdown for its connected clients to let go.
+    while (!ranks_.empty()) ranks_.pop_back();
     addresses_.clear();
     params_.clear();
     world_ = 0;

@@ -20,9 +20,11 @@ GroupMembership::GroupMembership(const GroupSettings& settings,
       world_size_(settings.world_size),
       joiner_([this, settings, local_store] { Join(settings, local_store); }) {}
 
-GroupMembership::~GroupMembership() {
+GroupMembership::~GroupMembership() { StopJoining(); }
+
+void GroupMembership::StopJoining() {
   stopping_ = true;  // A rendezvous still waiting for peers gives up.
-  joiner_.join();
+  if (joiner_.joinable()) joiner_.join();
 }
 
 void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
@@ -82,18 +84,8 @@ absl::Status GroupMembership::RunInGroup(
   GlooOptions options;
   {
     absl::MutexLock lock(&mutex_);
-    auto joined = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-      return state_ != State::kJoining;
-    };
-    mutex_.AwaitWithTimeout(absl::Condition(&joined), timeout);
-    if (state_ == State::kJoining) {
-      return absl::UnavailableError(
-          "group: still waiting for the other ranks to join");
-    }
-    if (state_ == State::kFailed) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("group: joining failed: ", error_.message()));
-    }
+    absl::Status ready = AwaitReadyLocked(timeout);
+    if (!ready.ok()) return ready;
     communicator = communicator_.get();
     store = store_.get();
     options = gloo_options_;
@@ -110,14 +102,29 @@ absl::Status GroupMembership::RunInGroup(
   return status;
 }
 
+absl::Status GroupMembership::AwaitReadyLocked(absl::Duration timeout) {
+  auto joined = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return state_ != State::kJoining;
+  };
+  mutex_.AwaitWithTimeout(absl::Condition(&joined), timeout);
+  if (state_ == State::kJoining) {
+    return absl::UnavailableError(
+        "group: still waiting for the other ranks to join");
+  }
+  if (state_ == State::kFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group: joining failed: ", error_.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GroupMembership::Publish(const std::string& key,
                                       const std::string& value) {
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    if (state_ != State::kReady) {
-      return absl::FailedPreconditionError("group: not ready");
-    }
+    absl::Status ready = AwaitReadyLocked(absl::ZeroDuration());
+    if (!ready.ok()) return ready;
     store = store_.get();
   }
   return store->Set(key, value);
@@ -128,21 +135,19 @@ absl::StatusOr<std::string> GroupMembership::Lookup(const std::string& key,
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    if (state_ != State::kReady) {
-      return absl::FailedPreconditionError("group: not ready");
-    }
+    absl::Status ready = AwaitReadyLocked(absl::ZeroDuration());
+    if (!ready.ok()) return ready;
     store = store_.get();
   }
   return store->Get(key, timeout);
 }
 
-absl::StatusOr<int> GroupMembership::RanksOnThisHost() {
+absl::StatusOr<int> GroupMembership::RanksOnThisHost(absl::Duration timeout) {
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    if (state_ != State::kReady) {
-      return absl::FailedPreconditionError("group: not ready");
-    }
+    absl::Status ready = AwaitReadyLocked(timeout);
+    if (!ready.ok()) return ready;
     store = store_.get();
   }
   auto host_of = [](const std::string& address) {

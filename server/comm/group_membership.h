@@ -49,6 +49,11 @@ class GroupMembership {
   GroupMembership(const GroupMembership&) = delete;
   GroupMembership& operator=(const GroupMembership&) = delete;
 
+  // Gives up joining, if still joining, and waits for that to end. A
+  // daemon stopping calls this while it still serves its store, so that
+  // peers in the middle of the rendezvous are not left waiting for it.
+  void StopJoining();
+
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   State state() const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -64,7 +69,7 @@ class GroupMembership {
                    const std::function<absl::Status(Communicator&)>& collective)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // The group's key-value store (rank 0's), for small records every rank
-  // can read: FAILED_PRECONDITION until the group is ready.
+  // can read: UNAVAILABLE until the group is ready.
   absl::Status Publish(const std::string& key, const std::string& value)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<std::string> Lookup(const std::string& key,
@@ -73,9 +78,11 @@ class GroupMembership {
 
   // How many ranks share this daemon's host (the host part of the addresses
   // the daemons published at join): torch's default subgroup, the ranks of
-  // one node. FAILED_PRECONDITION when an address is missing or this host's
-  // ranks are not one aligned block of contiguous ranks.
-  absl::StatusOr<int> RanksOnThisHost() ABSL_LOCKS_EXCLUDED(mutex_);
+  // one node. Waits up to `timeout` for the group, as Run does;
+  // FAILED_PRECONDITION when an address is missing or this host's ranks are
+  // not one aligned block of contiguous ranks.
+  absl::StatusOr<int> RanksOnThisHost(absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The same, with the group's subgroups at hand too.
   absl::Status RunInGroup(
@@ -86,6 +93,10 @@ class GroupMembership {
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
   absl::Status NameLostRanks(const absl::Status& failure);
+  // OK once joined; UNAVAILABLE while still joining after `timeout`;
+  // FAILED_PRECONDITION when joining failed.
+  absl::Status AwaitReadyLocked(absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int rank_;
   const int world_size_;

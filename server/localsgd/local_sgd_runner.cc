@@ -66,7 +66,7 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
   }
   if (spec.options.post_local_gradient_allreduce &&
       spec.options.subgroup_size == 0) {
-    absl::StatusOr<int> per_host = (*membership)->RanksOnThisHost();
+    absl::StatusOr<int> per_host = (*membership)->RanksOnThisHost(spec.timeout);
     if (!per_host.ok()) {
       return absl::Status(per_host.status().code(),
                           absl::StrCat("subgroup_size: 0 (the ranks of this "
