@@ -68,13 +68,13 @@ std::vector<double> StepTimes(Client& client,
   }
   auto call = [&](int r, auto method, const auto& request, auto* response) {
     auto stub =
-        v1::PostLocalSgdService::NewStub(client.Channel(ranks.addresses[r]));
+        v1::LocalSgdService::NewStub(client.Channel(ranks.addresses[r]));
     grpc::ClientContext context;
     return FromGrpc((stub.get()->*method)(&context, request, response));
   };
   if (!OnEveryRank([&](int r) {
         v1::PostLocalSgdInfo info;
-        return call(r, &v1::PostLocalSgdService::Stub::CreatePostLocalSgd, spec,
+        return call(r, &v1::LocalSgdService::Stub::CreatePostLocalSgd, spec,
                     &info);
       })) {
     return {};
@@ -86,7 +86,7 @@ std::vector<double> StepTimes(Client& client,
     const absl::Time start = absl::Now();
     if (!OnEveryRank([&](int r) {
           v1::PostLocalSgdStepResponse response;
-          return call(r, &v1::PostLocalSgdService::Stub::Step, step, &response);
+          return call(r, &v1::LocalSgdService::Stub::Step, step, &response);
         })) {
       return {};
     }

@@ -1,6 +1,7 @@
 #include "server/local_sgd_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "server/optim/state_dict_proto.h"
 
@@ -100,7 +101,7 @@ absl::StatusOr<LocalSgdSpec> SpecFromProto(
 
 }  // namespace
 
-grpc::Status PostLocalSgdServiceImpl::CreatePostLocalSgd(
+grpc::Status LocalSgdServiceImpl::CreatePostLocalSgd(
     grpc::ServerContext*, const v1::CreatePostLocalSgdRequest* request,
     v1::PostLocalSgdInfo* response) {
   absl::StatusOr<LocalSgdSpec> spec = SpecFromProto(*request);
@@ -108,7 +109,7 @@ grpc::Status PostLocalSgdServiceImpl::CreatePostLocalSgd(
   return Reply(runner_->Create(*std::move(spec)), response);
 }
 
-grpc::Status PostLocalSgdServiceImpl::Step(
+grpc::Status LocalSgdServiceImpl::Step(
     grpc::ServerContext*, const v1::PostLocalSgdStepRequest* request,
     v1::PostLocalSgdStepResponse* response) {
   absl::StatusOr<int> averaged = runner_->Step(request->context_id());
@@ -117,7 +118,7 @@ grpc::Status PostLocalSgdServiceImpl::Step(
   return grpc::Status::OK;
 }
 
-grpc::Status PostLocalSgdServiceImpl::SetHyperparameters(
+grpc::Status LocalSgdServiceImpl::SetHyperparameters(
     grpc::ServerContext*, const v1::SetZeroHyperparametersRequest* request,
     v1::PostLocalSgdInfo* response) {
   absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> changes =
@@ -127,31 +128,39 @@ grpc::Status PostLocalSgdServiceImpl::SetHyperparameters(
                response);
 }
 
-grpc::Status PostLocalSgdServiceImpl::GetPostLocalSgd(
+grpc::Status LocalSgdServiceImpl::GetPostLocalSgd(
     grpc::ServerContext*, const v1::GetPostLocalSgdRequest*,
     v1::PostLocalSgdInfo* response) {
   return Reply(runner_->Get(), response);
 }
 
-grpc::Status PostLocalSgdServiceImpl::GetStateDict(
+grpc::Status LocalSgdServiceImpl::GetStateDict(
     grpc::ServerContext*, const v1::GetPostLocalSgdStateDictRequest*,
-    v1::PostLocalSgdStateDict* response) {
+    grpc::ServerWriter<v1::MessageChunk>* writer) {
   auto dict = runner_->GetStateDict();
   if (!dict.ok()) return ToGrpcStatus(dict.status());
-  StateDictToProto(dict->first, response->mutable_state_dict());
-  response->set_step(dict->second);
+  v1::PostLocalSgdStateDict proto;
+  StateDictToProto(dict->first, proto.mutable_state_dict());
+  proto.set_step(dict->second);
+  if (!WriteChunked(proto, writer)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "state_dict: the stream to the caller broke");
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status PostLocalSgdServiceImpl::LoadStateDict(
-    grpc::ServerContext*, const v1::PostLocalSgdStateDict* request,
+grpc::Status LocalSgdServiceImpl::LoadStateDict(
+    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
     v1::LoadPostLocalSgdStateDictResponse* response) {
+  v1::PostLocalSgdStateDict request;
+  absl::Status read = ReadChunked(reader, "state_dict", &request);
+  if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
-      StateDictFromProto(request->state_dict());
+      StateDictFromProto(request.state_dict());
   if (!dict.ok()) return ToGrpcStatus(dict.status());
   absl::StatusOr<std::vector<std::string>> warnings = runner_->LoadStateDict(
-      *dict, request->has_step() ? std::optional<int64_t>(request->step())
-                                 : std::nullopt);
+      *dict, request.has_step() ? std::optional<int64_t>(request.step())
+                                : std::nullopt);
   if (!warnings.ok()) return ToGrpcStatus(warnings.status());
   for (const std::string& warning : *warnings) response->add_warnings(warning);
   return grpc::Status::OK;

@@ -1,4 +1,4 @@
-// distopt.v1.PostLocalSgdService: translates between the wire messages and
+// distopt.v1.LocalSgdService: translates between the wire messages and
 // the daemon's LocalSgdRunner. Holds no state of its own.
 #ifndef DISTOPT_SERVER_LOCAL_SGD_SERVICE_H_
 #define DISTOPT_SERVER_LOCAL_SGD_SERVICE_H_
@@ -8,10 +8,10 @@
 
 namespace distopt {
 
-class PostLocalSgdServiceImpl final : public v1::PostLocalSgdService::Service {
+class LocalSgdServiceImpl final : public v1::LocalSgdService::Service {
  public:
   // `runner` must outlive the service.
-  explicit PostLocalSgdServiceImpl(LocalSgdRunner* runner) : runner_(runner) {}
+  explicit LocalSgdServiceImpl(LocalSgdRunner* runner) : runner_(runner) {}
 
   grpc::Status CreatePostLocalSgd(grpc::ServerContext* context,
                                   const v1::CreatePostLocalSgdRequest* request,
@@ -26,11 +26,13 @@ class PostLocalSgdServiceImpl final : public v1::PostLocalSgdService::Service {
   grpc::Status GetPostLocalSgd(grpc::ServerContext* context,
                                const v1::GetPostLocalSgdRequest* request,
                                v1::PostLocalSgdInfo* response) override;
-  grpc::Status GetStateDict(grpc::ServerContext* context,
-                            const v1::GetPostLocalSgdStateDictRequest* request,
-                            v1::PostLocalSgdStateDict* response) override;
+  grpc::Status GetStateDict(
+      grpc::ServerContext* context,
+      const v1::GetPostLocalSgdStateDictRequest* request,
+      grpc::ServerWriter<v1::MessageChunk>* writer) override;
   grpc::Status LoadStateDict(
-      grpc::ServerContext* context, const v1::PostLocalSgdStateDict* request,
+      grpc::ServerContext* context,
+      grpc::ServerReader<v1::MessageChunk>* reader,
       v1::LoadPostLocalSgdStateDictResponse* response) override;
 
  private:

@@ -22,9 +22,9 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
-    "distopt.v1.AutogradService",     "distopt.v1.GroupService",
-    "distopt.v1.OptimizerService",    "distopt.v1.ParameterService",
-    "distopt.v1.PostLocalSgdService", "distopt.v1.ZeroService",
+    "distopt.v1.AutogradService",  "distopt.v1.GroupService",
+    "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
+    "distopt.v1.LocalSgdService",  "distopt.v1.ZeroService",
 };
 
 }  // namespace

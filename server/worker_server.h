@@ -86,7 +86,7 @@ class WorkerServer {
   ZeroRunner zero_;
   ZeroServiceImpl zero_service_;
   LocalSgdRunner local_sgd_;
-  PostLocalSgdServiceImpl local_sgd_service_;
+  LocalSgdServiceImpl local_sgd_service_;
   OptimizerServiceImpl optimizer_service_;
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;

@@ -1,6 +1,7 @@
 #include "server/zero_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "server/optim/state_dict_proto.h"
 
@@ -137,31 +138,40 @@ grpc::Status ZeroServiceImpl::ConsolidateStateDict(
   return grpc::Status::OK;
 }
 
-grpc::Status ZeroServiceImpl::GetStateDict(grpc::ServerContext*,
-                                           const v1::GetZeroStateDictRequest*,
-                                           v1::ZeroStateDict* response) {
+grpc::Status ZeroServiceImpl::GetStateDict(
+    grpc::ServerContext*, const v1::GetZeroStateDictRequest*,
+    grpc::ServerWriter<v1::MessageChunk>* writer) {
   absl::StatusOr<NamedStateDict> named = runner_->GetStateDict();
   if (!named.ok()) return ToGrpcStatus(named.status());
-  StateDictToProto(named->state_dict, response->mutable_state_dict());
-  response->mutable_parameter_names()->Assign(named->parameter_names.begin(),
-                                              named->parameter_names.end());
+  v1::ZeroStateDict proto;
+  StateDictToProto(named->state_dict, proto.mutable_state_dict());
+  proto.mutable_parameter_names()->Assign(named->parameter_names.begin(),
+                                          named->parameter_names.end());
+  if (!WriteChunked(proto, writer)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "state_dict: the stream to the caller broke");
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status ZeroServiceImpl::LoadStateDict(grpc::ServerContext*,
-                                            const v1::ZeroStateDict* request,
-                                            v1::LoadZeroStateDictResponse*) {
-  // A dict that does not convert is still taken to the collective, so the
-  // other ranks are refused with it instead of waiting for this one.
+grpc::Status ZeroServiceImpl::LoadStateDict(
+    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
+    v1::LoadZeroStateDictResponse*) {
+  // A dict that does not arrive or convert is still taken to the
+  // collective, so the other ranks are refused with it instead of waiting
+  // for this one.
   absl::StatusOr<NamedStateDict> named =
       [&]() -> absl::StatusOr<NamedStateDict> {
+    v1::ZeroStateDict request;
+    absl::Status read = ReadChunked(reader, "state_dict", &request);
+    if (!read.ok()) return read;
     absl::StatusOr<OptimizerStateDict> dict =
-        StateDictFromProto(request->state_dict());
+        StateDictFromProto(request.state_dict());
     if (!dict.ok()) return dict.status();
     NamedStateDict result;
     result.state_dict = *std::move(dict);
-    result.parameter_names.assign(request->parameter_names().begin(),
-                                  request->parameter_names().end());
+    result.parameter_names.assign(request.parameter_names().begin(),
+                                  request.parameter_names().end());
     return result;
   }();
   return ToGrpcStatus(runner_->LoadStateDict(named));

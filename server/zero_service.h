@@ -36,11 +36,11 @@ class ZeroServiceImpl final : public v1::ZeroService::Service {
       grpc::ServerContext* context,
       const v1::ConsolidateZeroStateDictRequest* request,
       v1::ConsolidateZeroStateDictResponse* response) override;
-  grpc::Status GetStateDict(grpc::ServerContext* context,
-                            const v1::GetZeroStateDictRequest* request,
-                            v1::ZeroStateDict* response) override;
+  grpc::Status GetStateDict(
+      grpc::ServerContext* context, const v1::GetZeroStateDictRequest* request,
+      grpc::ServerWriter<v1::MessageChunk>* writer) override;
   grpc::Status LoadStateDict(grpc::ServerContext* context,
-                             const v1::ZeroStateDict* request,
+                             grpc::ServerReader<v1::MessageChunk>* reader,
                              v1::LoadZeroStateDictResponse* response) override;
 
  private:

@@ -1,4 +1,4 @@
-// PostLocalSgdService across real daemons joined through rank 0's store:
+// LocalSgdService across real daemons joined through rank 0's store:
 // ranks step on their own gradients and diverge, an averaging step leaves
 // them bit-identical and equal to the mean of what each rank would have
 // reached alone; the service reports the schedule; a run resumed from the
@@ -42,7 +42,7 @@ class LocalSgdTest : public ZeroServiceTest {
                                  std::vector<v1::PostLocalSgdInfo>* infos) {
     infos->resize(world_);
     std::vector<grpc::Status> created = OnEveryRank([&](int r) {
-      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::CreatePostLocalSgd,
+      return LocalSgdCall(r, &v1::LocalSgdService::Stub::CreatePostLocalSgd,
                           spec, &(*infos)[r]);
     });
     for (const grpc::Status& status : created) {
@@ -60,7 +60,7 @@ class LocalSgdTest : public ZeroServiceTest {
     v1::PostLocalSgdStepRequest request;
     request.set_context_id(context_id);
     std::vector<grpc::Status> stepped = OnEveryRank([&](int r) {
-      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::Step, request,
+      return LocalSgdCall(r, &v1::LocalSgdService::Stub::Step, request,
                           &responses[r]);
     });
     std::vector<int> sizes;
@@ -72,13 +72,13 @@ class LocalSgdTest : public ZeroServiceTest {
   }
 
   template <typename Request, typename Response>
-  grpc::Status LocalSgdCall(
-      int rank,
-      grpc::Status (v1::PostLocalSgdService::Stub::*method)(
-          grpc::ClientContext*, const Request&, Response*),
-      const Request& request, Response* response) {
+  grpc::Status LocalSgdCall(int rank,
+                            grpc::Status (v1::LocalSgdService::Stub::*method)(
+                                grpc::ClientContext*, const Request&,
+                                Response*),
+                            const Request& request, Response* response) {
     auto stub =
-        v1::PostLocalSgdService::NewStub(client_->Channel(addresses_[rank]));
+        v1::LocalSgdService::NewStub(client_->Channel(addresses_[rank]));
     grpc::ClientContext context;
     return (stub.get()->*method)(&context, request, response);
   }
@@ -103,7 +103,7 @@ TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
   std::vector<Tensor> after0 = ReadModel(0), after1 = ReadModel(1);
   EXPECT_FALSE(testing::SameBytes(after0[0], after1[0]));
   v1::PostLocalSgdInfo info;
-  ASSERT_TRUE(LocalSgdCall(0, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+  ASSERT_TRUE(LocalSgdCall(0, &v1::LocalSgdService::Stub::GetPostLocalSgd,
                            v1::GetPostLocalSgdRequest(), &info)
                   .ok());
   EXPECT_EQ(info.step(), 4);
@@ -141,7 +141,7 @@ TEST_F(LocalSgdTest, GradientsReduceWithinTheRanksOfThisHostByDefault) {
   ASSERT_TRUE(CreateOnEveryRank(spec, &infos).ok());
   for (int step = 0; step < 4; ++step) StepEveryRank(step);
   v1::PostLocalSgdInfo info;
-  ASSERT_TRUE(LocalSgdCall(0, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+  ASSERT_TRUE(LocalSgdCall(0, &v1::LocalSgdService::Stub::GetPostLocalSgd,
                            v1::GetPostLocalSgdRequest(), &info)
                   .ok());
   EXPECT_EQ(info.next_gradient_group_size(), 2);
@@ -166,8 +166,9 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   std::vector<v1::PostLocalSgdStateDict> saved(world_);
   std::vector<std::vector<Tensor>> values;
   for (int r = 0; r < world_; ++r) {
-    ASSERT_TRUE(LocalSgdCall(r, &v1::PostLocalSgdService::Stub::GetStateDict,
-                             v1::GetPostLocalSgdStateDictRequest(), &saved[r])
+    auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[r]));
+    ASSERT_TRUE(GetChunked(*stub, &v1::LocalSgdService::Stub::GetStateDict,
+                           v1::GetPostLocalSgdStateDictRequest(), &saved[r])
                     .ok());
     EXPECT_EQ(saved[r].step(), 3);
     values.push_back(ReadModel(r));
@@ -178,14 +179,15 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
   for (int r = 0; r < world_; ++r) {
     v1::LoadPostLocalSgdStateDictResponse loaded;
-    ASSERT_TRUE(LocalSgdCall(r, &v1::PostLocalSgdService::Stub::LoadStateDict,
-                             saved[r], &loaded)
+    auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[r]));
+    ASSERT_TRUE(PutChunked(*stub, &v1::LocalSgdService::Stub::LoadStateDict,
+                           saved[r], &loaded)
                     .ok());
     EXPECT_TRUE(loaded.warnings().empty());
   }
   // No second warm-up: the step is 3, gradients are no longer reduced.
   v1::PostLocalSgdInfo info;
-  ASSERT_TRUE(LocalSgdCall(1, &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+  ASSERT_TRUE(LocalSgdCall(1, &v1::LocalSgdService::Stub::GetPostLocalSgd,
                            v1::GetPostLocalSgdRequest(), &info)
                   .ok());
   EXPECT_EQ(info.step(), 3);
@@ -231,8 +233,7 @@ TEST_F(LocalSgdTest, HierarchicalAveragingOnFourDaemons) {
     }
     if (step == 1) {
       v1::PostLocalSgdInfo info;
-      ASSERT_TRUE(LocalSgdCall(3,
-                               &v1::PostLocalSgdService::Stub::GetPostLocalSgd,
+      ASSERT_TRUE(LocalSgdCall(3, &v1::LocalSgdService::Stub::GetPostLocalSgd,
                                v1::GetPostLocalSgdRequest(), &info)
                       .ok());
       EXPECT_EQ(info.next_averaging_step(), 2);
@@ -263,7 +264,7 @@ TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
       v1::SetZeroHyperparametersRequest request;
       (*request.mutable_hyperparameters())["lr"].set_number(r == 0 ? 0.25
                                                                    : other);
-      return LocalSgdCall(r, &v1::PostLocalSgdService::Stub::SetHyperparameters,
+      return LocalSgdCall(r, &v1::LocalSgdService::Stub::SetHyperparameters,
                           request, &changed[r]);
     });
     for (const grpc::Status& status : results) {
@@ -289,7 +290,7 @@ TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
   v1::PostLocalSgdStepResponse response;
   const absl::Time start = absl::Now();
   grpc::Status lost =
-      LocalSgdCall(0, &v1::PostLocalSgdService::Stub::Step, request, &response);
+      LocalSgdCall(0, &v1::LocalSgdService::Stub::Step, request, &response);
   EXPECT_EQ(lost.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(lost.error_message(),
               HasSubstr("lost: rank 1 (" + addresses_[1] + ")"));

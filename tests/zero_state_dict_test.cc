@@ -36,8 +36,7 @@ v1::ZeroStateDict Consolidated(ZeroServiceTest& test, int to) {
     EXPECT_EQ(responses[r].holds_state_dict(), r == to) << r;
   }
   v1::ZeroStateDict dict;
-  grpc::Status got = test.Call(to, &v1::ZeroService::Stub::GetStateDict,
-                               v1::GetZeroStateDictRequest(), &dict);
+  grpc::Status got = test.GetZeroStateDict(to, &dict);
   EXPECT_TRUE(got.ok()) << got.error_message();
   return dict;
 }
@@ -81,9 +80,7 @@ TEST_P(ZeroReshardingTest, ALoadedStateDictContinuesLikeAnUninterruptedRun) {
 
   // Nothing is held before a consolidation.
   v1::ZeroStateDict none;
-  EXPECT_EQ(Call(0, &v1::ZeroService::Stub::GetStateDict,
-                 v1::GetZeroStateDictRequest(), &none)
-                .error_code(),
+  EXPECT_EQ(GetZeroStateDict(0, &none).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   const int to = saved_world - 1;
   const v1::ZeroStateDict saved = Consolidated(*this, to);
@@ -118,10 +115,8 @@ TEST_P(ZeroReshardingTest, ALoadedStateDictContinuesLikeAnUninterruptedRun) {
   StopRanks();
   StartRanks(loaded_world, values);
   CreateOnEveryRank(*this, Spec("adam", kLr));
-  std::vector<v1::LoadZeroStateDictResponse> loaded(world_);
-  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
-    return Call(r, &v1::ZeroService::Stub::LoadStateDict, saved, &loaded[r]);
-  });
+  std::vector<grpc::Status> results =
+      OnEveryRank([&](int r) { return LoadZeroStateDict(r, saved); });
   for (int r = 0; r < world_; ++r) {
     ASSERT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
   }
@@ -156,10 +151,8 @@ TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
   // The rank given it refuses it, naming the field, whether or not it owns
   // fc1.weight; the other rank is refused too, naming that rank.
   for (int refusing = 0; refusing < world_; ++refusing) {
-    std::vector<v1::LoadZeroStateDictResponse> responses(world_);
     std::vector<grpc::Status> results = OnEveryRank([&](int r) {
-      return Call(r, &v1::ZeroService::Stub::LoadStateDict,
-                  r == refusing ? broken : saved, &responses[r]);
+      return LoadZeroStateDict(r, r == refusing ? broken : saved);
     });
     for (int r = 0; r < world_; ++r) {
       if (r == refusing) {
@@ -177,11 +170,8 @@ TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
   // Unknown names are refused on every rank, naming the field.
   v1::ZeroStateDict renamed = saved;
   renamed.set_parameter_names(1, "fc9.bias");
-  std::vector<v1::LoadZeroStateDictResponse> responses(world_);
-  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
-    return Call(r, &v1::ZeroService::Stub::LoadStateDict, renamed,
-                &responses[r]);
-  });
+  std::vector<grpc::Status> results =
+      OnEveryRank([&](int r) { return LoadZeroStateDict(r, renamed); });
   for (int r = 0; r < world_; ++r) {
     EXPECT_EQ(results[r].error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(results[r].error_message(),
@@ -319,10 +309,8 @@ TEST_F(ZeroServiceTest, BadArgumentsAreRefusedOnEveryRankAlike) {
       ->mutable_buffers()
       ->at("momentum_buffer")
       .set_data("short");
-  std::vector<v1::LoadZeroStateDictResponse> loaded(world_);
-  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
-    return Call(r, &v1::ZeroService::Stub::LoadStateDict, garbled, &loaded[r]);
-  });
+  std::vector<grpc::Status> results =
+      OnEveryRank([&](int r) { return LoadZeroStateDict(r, garbled); });
   for (const grpc::Status& status : results) {
     EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
   }

@@ -1,5 +1,5 @@
 // LocalSgdRunner: a daemon's post-local SGD optimizer over its own
-// parameters, driven by the PostLocalSgdService RPCs: parameters found by
+// parameters, driven by the LocalSgdService RPCs: parameters found by
 // name, gradients from an autograd context, the group's collectives and
 // subgroups, and the parameters' locks held for the whole step. Warnings
 // (as torch gives) go to the daemon's log and to the caller.
