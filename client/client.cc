@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "common/wire_limits.h"
 #include "common/wire_parameter.h"
@@ -284,12 +286,21 @@ absl::StatusOr<v1::OptimizerStateDict> Client::GetStateDict(
     const std::string& worker, uint64_t optimizer_id) {
   v1::GetStateDictRequest request;
   request.set_optimizer_id(optimizer_id);
-  v1::OptimizerStateDict response;
-  absl::Status status = CallUnary<v1::OptimizerService>(
-      worker, "GetStateDict", &v1::OptimizerService::Stub::GetStateDict,
-      request, &response);
-  if (!status.ok()) return status;
-  return response;
+  grpc::ClientContext context;
+  // The size is not known beforehand: time for the largest a message can be.
+  SetDeadline(context, std::numeric_limits<int32_t>::max());
+  v1::OptimizerService::Stub stub(Channel(worker));
+  std::unique_ptr<grpc::ClientReader<v1::MessageChunk>> reader =
+      stub.GetStateDict(&context, request);
+  v1::OptimizerStateDict dict;
+  absl::Status read = ReadChunked(reader.get(), "state_dict", &dict);
+  absl::Status finished = Annotate(reader->Finish(), worker, "GetStateDict");
+  if (!finished.ok()) return finished;
+  if (!read.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("worker ", worker, ": GetStateDict: ", read.message()));
+  }
+  return dict;
 }
 
 absl::Status Client::LoadStateDict(const std::string& worker,
@@ -298,10 +309,15 @@ absl::Status Client::LoadStateDict(const std::string& worker,
   v1::LoadStateDictRequest request;
   request.set_optimizer_id(optimizer_id);
   *request.mutable_state_dict() = state_dict;
+  grpc::ClientContext context;
+  SetDeadline(context, request.ByteSizeLong());
+  v1::OptimizerService::Stub stub(Channel(worker));
   v1::LoadStateDictResponse response;
-  return CallUnary<v1::OptimizerService>(
-      worker, "LoadStateDict", &v1::OptimizerService::Stub::LoadStateDict,
-      request, &response);
+  std::unique_ptr<grpc::ClientWriter<v1::MessageChunk>> writer =
+      stub.LoadStateDict(&context, &response);
+  WriteChunked(request, writer.get());
+  writer->WritesDone();
+  return Annotate(writer->Finish(), worker, "LoadStateDict");
 }
 
 absl::StatusOr<v1::OptimizerInfo> Client::DeleteOptimizer(

@@ -1,5 +1,6 @@
 #include "server/optimizer_service.h"
 
+#include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "server/optim/state_dict_proto.h"
 
@@ -93,22 +94,30 @@ grpc::Status OptimizerServiceImpl::SetHyperparameters(
 
 grpc::Status OptimizerServiceImpl::GetStateDict(
     grpc::ServerContext*, const v1::GetStateDictRequest* request,
-    v1::OptimizerStateDict* response) {
+    grpc::ServerWriter<v1::MessageChunk>* writer) {
   absl::StatusOr<OptimizerStateDict> dict =
       optimizers_->GetStateDict(request->optimizer_id());
   if (!dict.ok()) return ToGrpcStatus(dict.status());
-  StateDictToProto(*dict, response);
+  v1::OptimizerStateDict proto;
+  StateDictToProto(*dict, &proto);
+  if (!WriteChunked(proto, writer)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "state_dict: the stream to the caller broke");
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status OptimizerServiceImpl::LoadStateDict(
-    grpc::ServerContext*, const v1::LoadStateDictRequest* request,
+    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
     v1::LoadStateDictResponse*) {
+  v1::LoadStateDictRequest request;
+  absl::Status read = ReadChunked(reader, "request", &request);
+  if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
-      StateDictFromProto(request->state_dict());
+      StateDictFromProto(request.state_dict());
   if (!dict.ok()) return ToGrpcStatus(dict.status());
   return ToGrpcStatus(
-      optimizers_->LoadStateDict(request->optimizer_id(), *dict));
+      optimizers_->LoadStateDict(request.optimizer_id(), *dict));
 }
 
 grpc::Status OptimizerServiceImpl::DeleteOptimizer(

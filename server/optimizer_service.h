@@ -36,11 +36,11 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
   grpc::Status SetHyperparameters(grpc::ServerContext* context,
                                   const v1::SetHyperparametersRequest* request,
                                   v1::OptimizerInfo* response) override;
-  grpc::Status GetStateDict(grpc::ServerContext* context,
-                            const v1::GetStateDictRequest* request,
-                            v1::OptimizerStateDict* response) override;
+  grpc::Status GetStateDict(
+      grpc::ServerContext* context, const v1::GetStateDictRequest* request,
+      grpc::ServerWriter<v1::MessageChunk>* writer) override;
   grpc::Status LoadStateDict(grpc::ServerContext* context,
-                             const v1::LoadStateDictRequest* request,
+                             grpc::ServerReader<v1::MessageChunk>* reader,
                              v1::LoadStateDictResponse* response) override;
   grpc::Status DeleteOptimizer(grpc::ServerContext* context,
                                const v1::DeleteOptimizerRequest* request,
