@@ -242,6 +242,63 @@ TEST_F(LocalSgdTest, HierarchicalAveragingOnFourDaemons) {
   }
 }
 
+TEST_F(LocalSgdTest, BadRequestsGetClearErrors) {
+  // Before CreatePostLocalSgd.
+  v1::PostLocalSgdStepRequest step;
+  step.set_context_id(client_->NewContextId());
+  v1::PostLocalSgdStepResponse stepped;
+  ASSERT_TRUE(
+      client_
+          ->AccumulateGradients(addresses_[0], step.context_id(),
+                                {{params_[0][0].id, RankGradient(0, 0, 0)}})
+          .ok());
+  grpc::Status early =
+      LocalSgdCall(0, &v1::LocalSgdService::Stub::Step, step, &stepped);
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(early.error_message(), HasSubstr("CreatePostLocalSgd first"));
+  // No averager; a negative subgroup size; an unknown parameter.
+  v1::CreatePostLocalSgdRequest no_averager = Spec(0.0, 2);
+  no_averager.clear_periodic();
+  v1::CreatePostLocalSgdRequest negative = Spec(0.0, 2);
+  negative.set_subgroup_size(-2);
+  v1::CreatePostLocalSgdRequest unknown = Spec(0.0, 2);
+  unknown.mutable_groups(0)->add_parameter_names("fc9.weight");
+  for (const auto& [request, expected] :
+       {std::make_pair(no_averager, "averager: not set"),
+        std::make_pair(negative, "subgroup_size: -2"),
+        std::make_pair(unknown, "\"fc9.weight\"")}) {
+    v1::PostLocalSgdInfo info;
+    grpc::Status refused = LocalSgdCall(
+        0, &v1::LocalSgdService::Stub::CreatePostLocalSgd, request, &info);
+    EXPECT_NE(refused.error_code(), grpc::StatusCode::OK) << expected;
+    EXPECT_THAT(refused.error_message(), HasSubstr(expected));
+  }
+  // A state dict with a negative step, or chunks that do not add up.
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.0, 2), &infos).ok());
+  auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[0]));
+  v1::PostLocalSgdStateDict dict;
+  ASSERT_TRUE(GetChunked(*stub, &v1::LocalSgdService::Stub::GetStateDict,
+                         v1::GetPostLocalSgdStateDictRequest(), &dict)
+                  .ok());
+  dict.set_step(-1);
+  v1::LoadPostLocalSgdStateDictResponse loaded;
+  grpc::Status negative_step = PutChunked(
+      *stub, &v1::LocalSgdService::Stub::LoadStateDict, dict, &loaded);
+  EXPECT_EQ(negative_step.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(negative_step.error_message(), HasSubstr("step: -1"));
+  grpc::ClientContext context;
+  auto writer = stub->LoadStateDict(&context, &loaded);
+  v1::MessageChunk chunk;
+  chunk.set_total_bytes(100);
+  chunk.set_data("too short");
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status truncated = writer->Finish();
+  EXPECT_EQ(truncated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(truncated.error_message(), HasSubstr("announced 100"));
+}
+
 TEST_F(LocalSgdTest, BadSpecificationsAndALostRank) {
   // A last group size that is not the world size, on every rank.
   v1::CreatePostLocalSgdRequest bad = Spec(0.0, 2);
