@@ -29,9 +29,10 @@ namespace distopt {
 class ZeroOptimizer {
  public:
   // `communicator` must outlive the optimizer. INVALID_ARGUMENT for
-  // parameters that are not host float32, float16 or bfloat16, or bad
-  // hyperparameters; FAILED_PRECONDITION on every rank, saying what
-  // differs, when the ranks were not given the same specification.
+  // parameters that are not float32, float16 or bfloat16, or bad
+  // hyperparameters; UNIMPLEMENTED for parameters not in host memory;
+  // FAILED_PRECONDITION on every rank, saying what differs, when the ranks were
+  // not given the same specification.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
       const std::string& kind_name, std::vector<ZeroParamGroup> groups,

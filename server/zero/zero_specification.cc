@@ -15,10 +15,19 @@ absl::Status CheckHostFloatingParameters(
       const bool floating = p.dtype() == DType::kFloat32 ||
                             p.dtype() == DType::kFloat16 ||
                             p.dtype() == DType::kBFloat16;
-      if (!floating || !p.device().is_cpu()) {
+      const std::string field =
+          absl::StrCat("groups[", first_group + g, "].params[", i, "]: ");
+      if (!floating) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "groups[", first_group + g, "].params[", i, "]: ", p.DebugString(),
-            "; expected float32, float16 or bfloat16 on cpu"));
+            field, p.DebugString(), "; expected float32, float16 or bfloat16"));
+      }
+      // Said plainly: the data-parallel optimizers run their collectives on
+      // gloo over host memory; the NCCL communicator is not wired in yet.
+      if (!p.device().is_cpu()) {
+        return absl::UnimplementedError(absl::StrCat(
+            field, p.DebugString(),
+            "; ZeRO and post-local SGD take parameters in host memory for "
+            "now (a daemon started with --device=cpu)"));
       }
     }
   }

@@ -35,8 +35,8 @@ struct ZeroOptions {
 };
 
 // INVALID_ARGUMENT naming "groups[g].params[i]" (g counted from
-// `first_group`) for a parameter that is not float32, float16 or bfloat16
-// in host memory.
+// `first_group`) for a parameter that is not float32, float16 or bfloat16;
+// UNIMPLEMENTED for one that is not in host memory.
 absl::Status CheckHostFloatingParameters(
     const std::vector<ZeroParamGroup>& groups, size_t first_group);
 
