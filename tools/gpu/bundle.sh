@@ -7,14 +7,16 @@
 #   bash tools/gpu/bundle.sh                    # .gpu_bundle/ is git-ignored
 #   device run, carry [".gpu_bundle"]:  bash tools/gpu/run_checks.sh
 #
-# The CUDA libraries themselves (cudart is static; cuBLAS) come from the GPU
-# machine's own toolkit at /usr/local/cuda.
+# The CUDA libraries themselves (cudart is static; cuBLAS, NCCL) come from
+# the GPU machine: its toolkit at /usr/local/cuda, or the NCCL that ships
+# with its PyTorch (run_checks.sh looks for both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=(
   //common:cuda_backend_test
   //server/optim:cuda_parity_test
   //server/autograd:ops_test
+  //server/comm:nccl_communicator_test
   //tests:daemon_test
   //tests:digits_training_test
   //server:distopt_worker
@@ -33,7 +35,7 @@ cp server/optim/testdata/optimizer_golden.txt data/digits/digits.csv.gz \
 # Every shared library outside glibc and the CUDA toolkit.
 for binary in "$out"/bin/*; do
   ldd "$binary" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
+done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
 # Compressed, to stay well inside the 64 MiB that travels.
 rm -rf .gpu_bundle

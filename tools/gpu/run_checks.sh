@@ -8,6 +8,9 @@ unpacked=$(mktemp -d)
 xz -dc .gpu_bundle/bundle.tar.xz | tar -C "$unpacked" -xf - || exit 1
 bundle=$unpacked/bundle
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# NCCL, if the toolkit lacks it: the copy PyTorch's wheels bring.
+nccl=$(python3 -c 'import os, nvidia.nccl; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null) &&
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
 export DISTOPT_WORKER_BINARY="$bundle/bin/distopt_worker"
 export DISTOPT_TORCH_PYTHON=python3
 # The tests find their data the way Bazel lays it out.
@@ -19,8 +22,8 @@ export TEST_SRCDIR=$runfiles TEST_TMPDIR=$(mktemp -d)
 log=${OUT:-/tmp}/gpu_checks.log
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$log"
-for test in cuda_backend_test cuda_parity_test ops_test daemon_test \
-    digits_training_test; do
+for test in cuda_backend_test cuda_parity_test ops_test \
+    nccl_communicator_test daemon_test digits_training_test; do
   echo "=== $test" | tee -a "$log"
   "$bundle/bin/$test" --gtest_brief=1 2>&1 | tee -a "$log" || status=1
 done
