@@ -324,13 +324,18 @@ absl::Status ZeroRunner::LoadStateDict(
 }
 
 absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
-  absl::MutexLock lock(&published_mutex_);
-  if (!published_.has_value()) {
-    return absl::FailedPreconditionError(
-        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+  ZeroStatus status;
+  {
+    absl::MutexLock lock(&published_mutex_);
+    if (!published_.has_value()) {
+      return absl::FailedPreconditionError(
+          "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+    }
+    status = *published_;
   }
-  ZeroStatus status = *published_;
   status.joined = joined_;
+  // The other ranks' figures come from the store, outside the lock: a slow
+  // store must not hold up this rank's steps.
   GroupMembership* membership = membership_->load();
   for (int r = 0; r < status.world_size && membership != nullptr; ++r) {
     absl::StatusOr<std::string> record = membership->Lookup(
