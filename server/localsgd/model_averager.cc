@@ -19,6 +19,19 @@ absl::StatusOr<ModelAverager> ModelAverager::Create(
     return absl::InvalidArgumentError(
         "period: several periods; expected one (or a hierarchical averager)");
   }
+  // Far beyond any training run, and small enough that no step arithmetic
+  // overflows.
+  constexpr int64_t kLargest = int64_t{1} << 52;
+  if (spec.warmup_steps > kLargest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "warmup_steps: ", spec.warmup_steps, "; expected at most ", kLargest));
+  }
+  for (const auto& [period, size] : spec.periods) {
+    if (period > kLargest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": period ", period, "; expected at most ", kLargest));
+    }
+  }
   if (spec.warmup_steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "warmup_steps: ", spec.warmup_steps, "; expected a number >= 0"));
@@ -71,14 +84,20 @@ std::optional<int> ModelAverager::GroupSizeAt(int64_t step) const {
 }
 
 Averaging ModelAverager::NextAveraging(int64_t from) const {
-  int64_t step = std::max(from, spec_.warmup_steps);
-  // Within one smallest period there is always one.
-  const int64_t smallest = spec_.periods.front().first;
-  for (int64_t k = 0; k <= smallest; ++k, ++step) {
-    std::optional<int> group_size = GroupSizeAt(step);
-    if (group_size.has_value()) return {step, *group_size};
+  const int64_t start = std::max(from, spec_.warmup_steps);
+  // Computed, not searched: periods may be huge.
+  int64_t step = 0;
+  if (spec_.kind == AveragerSpec::Kind::kPeriodic) {
+    const int64_t period = spec_.periods[0].first;
+    const int64_t since = start - spec_.warmup_steps;
+    step = spec_.warmup_steps +
+           (since / period + (since % period != 0 ? 1 : 0)) * period;
+  } else {
+    // The smallest period's multiples are the steps that average.
+    const int64_t smallest = spec_.periods.front().first;
+    step = (start / smallest + (start % smallest != 0 ? 1 : 0)) * smallest;
   }
-  return {-1, 0};
+  return {step, GroupSizeAt(step).value_or(0)};
 }
 
 }  // namespace distopt

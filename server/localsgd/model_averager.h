@@ -48,8 +48,7 @@ class ModelAverager {
 
   // The group size at `step`, or nullopt when that step does not average.
   std::optional<int> GroupSizeAt(int64_t step) const;
-  // The first averaging at or after `step` (none when there is none, which
-  // cannot happen for a valid spec).
+  // The first averaging at or after `from`.
   Averaging NextAveraging(int64_t from) const;
 
   int64_t step() const { return step_; }

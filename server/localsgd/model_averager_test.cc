@@ -78,6 +78,22 @@ TEST(ModelAveragerTest, SchedulesEqualTorchsAveragers) {
   }
 }
 
+TEST(ModelAveragerTest, TheNextAveragingIsComputedEvenForHugePeriods) {
+  std::vector<std::string> warnings;
+  AveragerSpec spec;
+  spec.periods = {{int64_t{1} << 50, 4}};
+  spec.warmup_steps = 7;
+  ModelAverager periodic = *ModelAverager::Create(spec, 4, &warnings);
+  EXPECT_EQ(periodic.NextAveraging(0).step, 7);
+  EXPECT_EQ(periodic.NextAveraging(8).step, 7 + (int64_t{1} << 50));
+  spec.kind = AveragerSpec::Kind::kHierarchical;
+  spec.periods = {{int64_t{1} << 40, 2}, {int64_t{1} << 50, 4}};
+  ModelAverager hierarchical = *ModelAverager::Create(spec, 4, &warnings);
+  const Averaging next = hierarchical.NextAveraging(8);
+  EXPECT_EQ(next.step, int64_t{1} << 40);
+  EXPECT_EQ(next.group_size, 2);
+}
+
 TEST(ModelAveragerTest, RefusesWhatTorchRefuses) {
   std::vector<std::string> warnings;
   auto make = [&](AveragerSpec::Kind kind,
@@ -106,6 +122,8 @@ TEST(ModelAveragerTest, RefusesWhatTorchRefuses) {
        {make(periodic, {{0, 4}}, 0), make(hierarchical, {}, 0)}) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   }
+  EXPECT_THAT(make(periodic, {{int64_t{1} << 60, 4}}, 0).message(),
+              HasSubstr("expected at most"));
   // Period 1 is allowed, with torch's warning.
   warnings.clear();
   EXPECT_TRUE(make(periodic, {{1, 4}}, 0).ok());
