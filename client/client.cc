@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/chunked_message.h"
+#include "client/streamed_calls.h"
 #include "common/grpc_status.h"
 #include "common/wire_limits.h"
 #include "common/wire_parameter.h"
@@ -34,16 +34,6 @@ absl::Status CheckPayload(const std::vector<Tensor>& tensors,
   return absl::ResourceExhaustedError(absl::StrCat(
       field, ": ", bytes, " bytes of tensors in one call; expected at most ",
       kMaxTensorPayloadBytes, " (split the batch)"));
-}
-
-// Prefixes a daemon's error with the worker and call, keeping the code.
-absl::Status Annotate(const grpc::Status& status, absl::string_view worker,
-                      absl::string_view call) {
-  absl::Status converted = FromGrpcStatus(status);
-  if (converted.ok()) return converted;
-  return absl::Status(
-      converted.code(),
-      absl::StrCat("worker ", worker, ": ", call, ": ", converted.message()));
 }
 
 absl::Status RequireHost(const Tensor& values) {
@@ -286,20 +276,10 @@ absl::StatusOr<v1::OptimizerStateDict> Client::GetStateDict(
     const std::string& worker, uint64_t optimizer_id) {
   v1::GetStateDictRequest request;
   request.set_optimizer_id(optimizer_id);
-  grpc::ClientContext context;
-  // The size is not known beforehand: time for the largest a message can be.
-  SetDeadline(context, std::numeric_limits<int32_t>::max());
-  v1::OptimizerService::Stub stub(Channel(worker));
-  std::unique_ptr<grpc::ClientReader<v1::MessageChunk>> reader =
-      stub.GetStateDict(&context, request);
   v1::OptimizerStateDict dict;
-  absl::Status read = ReadChunked(reader.get(), "state_dict", &dict);
-  absl::Status finished = Annotate(reader->Finish(), worker, "GetStateDict");
-  if (!finished.ok()) return finished;
-  if (!read.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("worker ", worker, ": GetStateDict: ", read.message()));
-  }
+  absl::Status status = GetStreamed<v1::OptimizerService>(
+      *this, worker, &v1::OptimizerService::Stub::GetStateDict, request, &dict);
+  if (!status.ok()) return status;
   return dict;
 }
 
@@ -309,15 +289,10 @@ absl::Status Client::LoadStateDict(const std::string& worker,
   v1::LoadStateDictRequest request;
   request.set_optimizer_id(optimizer_id);
   *request.mutable_state_dict() = state_dict;
-  grpc::ClientContext context;
-  SetDeadline(context, request.ByteSizeLong());
-  v1::OptimizerService::Stub stub(Channel(worker));
   v1::LoadStateDictResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::MessageChunk>> writer =
-      stub.LoadStateDict(&context, &response);
-  WriteChunked(request, writer.get());
-  writer->WritesDone();
-  return Annotate(writer->Finish(), worker, "LoadStateDict");
+  return PutStreamed<v1::OptimizerService>(
+      *this, worker, absl::ZeroDuration(),
+      &v1::OptimizerService::Stub::LoadStateDict, request, &response);
 }
 
 absl::StatusOr<v1::OptimizerInfo> Client::DeleteOptimizer(
@@ -372,13 +347,13 @@ std::unique_ptr<v1::ParameterService::Stub> Client::ParameterStub(
   return v1::ParameterService::NewStub(Channel(worker));
 }
 
-void Client::SetDeadline(grpc::ClientContext& context,
-                         int64_t payload_bytes) const {
+void Client::SetDeadline(grpc::ClientContext& context, int64_t payload_bytes,
+                         absl::Duration wait) const {
   const absl::Duration transfer =
       absl::Seconds(static_cast<double>(payload_bytes) /
                     options_.min_stream_bytes_per_second);
   context.set_deadline(
-      absl::ToChronoTime(absl::Now() + options_.rpc_timeout + transfer));
+      absl::ToChronoTime(absl::Now() + options_.rpc_timeout + wait + transfer));
 }
 
 template <typename Service, typename Request, typename Response>
@@ -390,7 +365,8 @@ absl::Status Client::CallUnary(
   grpc::ClientContext context;
   SetDeadline(context, 0);
   typename Service::Stub stub(Channel(worker));
-  return Annotate((stub.*method)(&context, request, response), worker, name);
+  return FromGrpcCall((stub.*method)(&context, request, response), worker,
+                      name);
 }
 
 absl::StatusOr<std::vector<v1::OptimizerKindInfo>> Client::ListOptimizerKinds(
@@ -504,10 +480,10 @@ absl::Status Client::ReadParameterInto(const RemoteParameter& parameter,
     }
     grpc::Status status = reader->Finish();
     if (status.error_code() == grpc::StatusCode::ABORTED) {
-      last_error = Annotate(status, parameter.worker, "ReadParameter");
+      last_error = FromGrpcCall(status, parameter.worker, "ReadParameter");
       continue;  // Changed while being read: read the new values.
     }
-    return Annotate(status, parameter.worker, "ReadParameter");
+    return FromGrpcCall(status, parameter.worker, "ReadParameter");
   }
   return last_error;
 }
@@ -549,7 +525,8 @@ absl::StatusOr<ParameterInfo> Client::WriteParameter(
   } while (offset < total);
   writer->WritesDone();
   grpc::Status status = writer->Finish();
-  if (!status.ok()) return Annotate(status, parameter.worker, "WriteParameter");
+  if (!status.ok())
+    return FromGrpcCall(status, parameter.worker, "WriteParameter");
   return ParameterInfoFromProto(response);
 }
 

@@ -162,11 +162,16 @@ class Client {
 
   const ClientOptions& options() const { return options_; }
 
+  // For the library's other classes: the deadline of a call that may wait
+  // `wait` on the daemon (for other ranks, say) and carries `payload_bytes`:
+  // rpc_timeout, plus `wait`, plus the transfer at the slowest rate allowed.
+  void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes,
+                   absl::Duration wait = absl::ZeroDuration()) const;
+
  private:
   std::unique_ptr<v1::ParameterService::Stub> ParameterStub(
       const std::string& worker);
   std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials() const;
-  void SetDeadline(grpc::ClientContext& context, int64_t payload_bytes) const;
   // One unary call with the default deadline; errors name worker and call.
   template <typename Service, typename Request, typename Response>
   absl::Status CallUnary(const std::string& worker, absl::string_view name,

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace distopt {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -14,6 +16,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
+}
+
+absl::Status FromGrpcCall(const grpc::Status& status, absl::string_view worker,
+                          absl::string_view call) {
+  absl::Status converted = FromGrpcStatus(status);
+  if (converted.ok()) return converted;
+  return absl::Status(
+      converted.code(),
+      absl::StrCat("worker ", worker, ": ", call, ": ", converted.message()));
 }
 
 }  // namespace distopt

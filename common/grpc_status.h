@@ -10,6 +10,10 @@ namespace distopt {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
+// The same for a client's call, the message prefixed with the worker and
+// the call ("worker HOST:PORT: Step: ...").
+absl::Status FromGrpcCall(const grpc::Status& status, absl::string_view worker,
+                          absl::string_view call);
 
 }  // namespace distopt
 

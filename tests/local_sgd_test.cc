@@ -166,10 +166,10 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   std::vector<v1::PostLocalSgdStateDict> saved(world_);
   std::vector<std::vector<Tensor>> values;
   for (int r = 0; r < world_; ++r) {
-    auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[r]));
-    ASSERT_TRUE(GetChunked(*stub, &v1::LocalSgdService::Stub::GetStateDict,
-                           v1::GetPostLocalSgdStateDictRequest(), &saved[r])
-                    .ok());
+    absl::StatusOr<v1::PostLocalSgdStateDict> dict =
+        RemoteLocalSgd(client_.get(), addresses_[r]).GetStateDict();
+    ASSERT_TRUE(dict.ok()) << dict.status();
+    saved[r] = *std::move(dict);
     EXPECT_EQ(saved[r].step(), 3);
     values.push_back(ReadModel(r));
   }
@@ -178,12 +178,10 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   StartRanksHolding(2, values);
   ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
   for (int r = 0; r < world_; ++r) {
-    v1::LoadPostLocalSgdStateDictResponse loaded;
-    auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[r]));
-    ASSERT_TRUE(PutChunked(*stub, &v1::LocalSgdService::Stub::LoadStateDict,
-                           saved[r], &loaded)
-                    .ok());
-    EXPECT_TRUE(loaded.warnings().empty());
+    absl::StatusOr<std::vector<std::string>> warnings =
+        RemoteLocalSgd(client_.get(), addresses_[r]).LoadStateDict(saved[r]);
+    ASSERT_TRUE(warnings.ok()) << warnings.status();
+    EXPECT_TRUE(warnings->empty());
   }
   // No second warm-up: the step is 3, gradients are no longer reduced.
   v1::PostLocalSgdInfo info;
@@ -276,17 +274,15 @@ TEST_F(LocalSgdTest, BadRequestsGetClearErrors) {
   // A state dict with a negative step, or chunks that do not add up.
   std::vector<v1::PostLocalSgdInfo> infos;
   ASSERT_TRUE(CreateOnEveryRank(Spec(0.0, 2), &infos).ok());
+  RemoteLocalSgd rank0(client_.get(), addresses_[0]);
+  absl::StatusOr<v1::PostLocalSgdStateDict> dict = rank0.GetStateDict();
+  ASSERT_TRUE(dict.ok()) << dict.status();
+  dict->set_step(-1);
+  const absl::Status negative_step = rank0.LoadStateDict(*dict).status();
+  EXPECT_EQ(negative_step.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative_step.message(), HasSubstr("step: -1"));
   auto stub = v1::LocalSgdService::NewStub(client_->Channel(addresses_[0]));
-  v1::PostLocalSgdStateDict dict;
-  ASSERT_TRUE(GetChunked(*stub, &v1::LocalSgdService::Stub::GetStateDict,
-                         v1::GetPostLocalSgdStateDictRequest(), &dict)
-                  .ok());
-  dict.set_step(-1);
   v1::LoadPostLocalSgdStateDictResponse loaded;
-  grpc::Status negative_step = PutChunked(
-      *stub, &v1::LocalSgdService::Stub::LoadStateDict, dict, &loaded);
-  EXPECT_EQ(negative_step.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(negative_step.error_message(), HasSubstr("step: -1"));
   grpc::ClientContext context;
   auto writer = stub->LoadStateDict(&context, &loaded);
   v1::MessageChunk chunk;

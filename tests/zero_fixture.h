@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunked_message.h"
+#include "client/data_parallel.h"
+#include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/zero.grpc.pb.h"
@@ -24,39 +25,6 @@
 #include "tests/worker_fixture.h"
 
 namespace distopt {
-
-// A state dict from a server-streaming GetStateDict, in chunks.
-template <typename Stub, typename Request, typename Message>
-grpc::Status GetChunked(Stub& stub,
-                        std::unique_ptr<grpc::ClientReader<v1::MessageChunk>> (
-                            Stub::*method)(grpc::ClientContext*,
-                                           const Request&),
-                        const Request& request, Message* out) {
-  grpc::ClientContext context;
-  auto reader = (stub.*method)(&context, request);
-  absl::Status read = ReadChunked(reader.get(), "state_dict", out);
-  grpc::Status status = reader->Finish();
-  if (!status.ok()) return status;
-  if (!read.ok()) {
-    return grpc::Status(grpc::StatusCode::INTERNAL,
-                        std::string(read.message()));
-  }
-  return grpc::Status::OK;
-}
-
-// A state dict to a client-streaming LoadStateDict, in chunks.
-template <typename Stub, typename Response>
-grpc::Status PutChunked(Stub& stub,
-                        std::unique_ptr<grpc::ClientWriter<v1::MessageChunk>> (
-                            Stub::*method)(grpc::ClientContext*, Response*),
-                        const google::protobuf::Message& message,
-                        Response* response) {
-  grpc::ClientContext context;
-  auto writer = (stub.*method)(&context, response);
-  WriteChunked(message, writer.get());
-  writer->WritesDone();
-  return writer->Finish();
-}
 
 inline constexpr double kLr = 0.1;
 inline constexpr double kMomentum = 0.9;
@@ -228,17 +196,17 @@ class ZeroServiceTest : public ::testing::Test {
     return model;
   }
 
+  // Through the client library's RemoteZero (state dicts in chunks).
   grpc::Status GetZeroStateDict(int rank, v1::ZeroStateDict* dict) {
-    auto stub = v1::ZeroService::NewStub(client_->Channel(addresses_[rank]));
-    return GetChunked(*stub, &v1::ZeroService::Stub::GetStateDict,
-                      v1::GetZeroStateDictRequest(), dict);
+    absl::StatusOr<v1::ZeroStateDict> got =
+        RemoteZero(client_.get(), addresses_[rank]).GetStateDict();
+    if (got.ok()) *dict = *std::move(got);
+    return ToGrpcStatus(got.status());
   }
 
   grpc::Status LoadZeroStateDict(int rank, const v1::ZeroStateDict& dict) {
-    auto stub = v1::ZeroService::NewStub(client_->Channel(addresses_[rank]));
-    v1::LoadZeroStateDictResponse response;
-    return PutChunked(*stub, &v1::ZeroService::Stub::LoadStateDict, dict,
-                      &response);
+    return ToGrpcStatus(
+        RemoteZero(client_.get(), addresses_[rank]).LoadStateDict(dict));
   }
 
   // Every rank's parameters equal `reference`, bit for bit.

@@ -267,6 +267,50 @@ TEST_F(ZeroServiceTest, AnLrScheduleChangesEveryRankOrNone) {
   ExpectEveryRankHolds(reference.values());
 }
 
+TEST_F(ZeroServiceTest, TheClientLibraryDrivesEachRank) {
+  std::vector<RemoteZero> ranks;
+  for (int r = 0; r < world_; ++r)
+    ranks.emplace_back(client_.get(), addresses_[r]);
+  ReferenceTraining reference("sgd");
+  auto on_every_rank =
+      [&](const std::function<absl::Status(RemoteZero&)>& call) {
+        std::vector<grpc::Status> done =
+            OnEveryRank([&](int r) { return ToGrpcStatus(call(ranks[r])); });
+        for (const grpc::Status& status : done) {
+          EXPECT_TRUE(status.ok()) << status.error_message();
+        }
+      };
+  on_every_rank(
+      [](RemoteZero& rank) { return rank.Create(SgdSpec(kLr)).status(); });
+  for (int step = 0; step < 2; ++step) {
+    const uint64_t context_id = PushGradients(step);
+    on_every_rank([&](RemoteZero& rank) { return rank.Step(context_id); });
+    reference.Step(world_, step);
+  }
+  on_every_rank([](RemoteZero& rank) {
+    return rank.SetHyperparameters(0, {{"lr", hyper::Number(kLr / 2)}})
+        .status();
+  });
+  reference.SetHyperparameters({{"lr", kLr / 2}});
+  const uint64_t context_id = PushGradients(2);
+  on_every_rank([&](RemoteZero& rank) { return rank.Step(context_id); });
+  reference.Step(world_, 2);
+  ExpectEveryRankHolds(reference.values());
+  on_every_rank(
+      [](RemoteZero& rank) { return rank.ConsolidateStateDict(1).status(); });
+  absl::StatusOr<v1::ZeroStateDict> dict = ranks[1].GetStateDict();
+  ASSERT_TRUE(dict.ok()) << dict.status();
+  EXPECT_EQ(dict->parameter_names_size(), static_cast<int>(kModel.size()));
+  absl::StatusOr<v1::ZeroInfo> info = ranks[0].Get();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->steps(), 3);
+  // Errors name the worker and the call.
+  const absl::Status elsewhere = ranks[0].GetStateDict().status();
+  EXPECT_EQ(elsewhere.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(elsewhere.message(),
+              HasSubstr("worker " + addresses_[0] + ": GetStateDict"));
+}
+
 TEST_F(ZeroServiceTest, BadArgumentsAreRefusedOnEveryRankAlike) {
   v1::ZeroJoinResponse joined;
   EXPECT_EQ(
