@@ -47,11 +47,9 @@ absl::StatusOr<DigitsData> LoadDigits(const std::string& path) {
   return data;
 }
 
-namespace {
-
 // Rows `order[begin, end)` of the data as a [n, 64] tensor in [0, 1].
-Tensor Batch(const DigitsData& data, const std::vector<size_t>& order,
-             size_t begin, size_t end, std::vector<int64_t>* labels) {
+Tensor DigitsBatch(const DigitsData& data, const std::vector<size_t>& order,
+                   size_t begin, size_t end, std::vector<int64_t>* labels) {
   Tensor x = *Tensor::AllocateHost(DType::kFloat32,
                                    {static_cast<int64_t>(end - begin), 64});
   float* values = static_cast<float*>(x.data());
@@ -64,8 +62,6 @@ Tensor Batch(const DigitsData& data, const std::vector<size_t>& order,
   }
   return x;
 }
-
-}  // namespace
 
 absl::StatusOr<DigitsResult> TrainDigits(const DigitsOptions& options) {
   absl::StatusOr<DigitsData> data = LoadDigits(options.data_path);
@@ -105,7 +101,7 @@ absl::StatusOr<DigitsResult> TrainDigits(const DigitsOptions& options) {
          begin += options.batch_size) {
       const size_t end = std::min(indices.size(), begin + options.batch_size);
       DistAutogradContext context(&client);
-      Variable x{Batch(*data, indices, begin, end, &labels), -1};
+      Variable x{DigitsBatch(*data, indices, begin, end, &labels), -1};
       absl::StatusOr<Variable> hidden = layer1->Forward(context, x);
       if (!hidden.ok()) return hidden.status();
       absl::StatusOr<Variable> logits =

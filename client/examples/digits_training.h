@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/tensor.h"
 
 namespace distopt {
 
@@ -40,6 +41,11 @@ struct DigitsData {
   std::vector<int64_t> labels;
 };
 absl::StatusOr<DigitsData> LoadDigits(const std::string& path);
+
+// Rows `order[begin, end)` of the data as a [n, 64] tensor scaled to
+// [0, 1], and their labels.
+Tensor DigitsBatch(const DigitsData& data, const std::vector<size_t>& order,
+                   size_t begin, size_t end, std::vector<int64_t>* labels);
 
 absl::StatusOr<DigitsResult> TrainDigits(const DigitsOptions& options);
 
