@@ -17,16 +17,6 @@ void Log(const std::vector<std::string>& warnings) {
 
 }  // namespace
 
-absl::StatusOr<GroupMembership*> LocalSgdRunner::Membership() const {
-  GroupMembership* membership = membership_->load();
-  if (membership == nullptr) {
-    return absl::FailedPreconditionError(
-        "group: this daemon is not in a data-parallel group; expected "
-        "--world_size > 1 with --rendezvous or --peers");
-  }
-  return membership;
-}
-
 absl::Status LocalSgdRunner::CheckCreatedLocked() const {
   if (optimizer_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -40,7 +30,7 @@ LocalSgdStatus LocalSgdRunner::StatusLocked() const {
   LocalSgdStatus status;
   status.kind = spec_.kind;
   status.world_size = optimizer_->world_size();
-  if (GroupMembership* membership = membership_->load()) {
+  if (GroupMembership* membership = daemon_.membership->load()) {
     status.rank = membership->rank();
   }
   status.step = optimizer_->step();
@@ -55,9 +45,9 @@ LocalSgdStatus LocalSgdRunner::StatusLocked() const {
 }
 
 absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<const OptimizerKind*> kind = kinds_->Find(spec.kind);
+  absl::StatusOr<const OptimizerKind*> kind = daemon_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
@@ -76,7 +66,7 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
     spec.options.subgroup_size = *per_host;
   }
   absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*parameters_, spec.groups, 0);
+      FindNamedGroups(*daemon_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
   const std::vector<std::shared_ptr<Parameter>> all = Flatten(*groups);
   ExclusiveParameterLocks locks(all);
@@ -104,10 +94,10 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
 absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id) {
   absl::Status valid = ValidateContextId(context_id, "context_id");
   if (!valid.ok()) return valid;
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->Find(context_id);
+      daemon_.contexts->Find(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -136,7 +126,7 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Get() const {
 
 absl::StatusOr<LocalSgdStatus> LocalSgdRunner::SetHyperparameters(
     int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();

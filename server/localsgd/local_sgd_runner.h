@@ -45,14 +45,7 @@ struct LocalSgdStatus {
 
 class LocalSgdRunner {
  public:
-  // All must outlive the runner; `membership` may hold null (no group).
-  LocalSgdRunner(ParameterStore* parameters, ContextTable* contexts,
-                 const OptimizerRegistry* kinds,
-                 const std::atomic<GroupMembership*>* membership)
-      : parameters_(parameters),
-        contexts_(contexts),
-        kinds_(kinds),
-        membership_(membership) {}
+  explicit LocalSgdRunner(const RankResources& daemon) : daemon_(daemon) {}
 
   absl::StatusOr<LocalSgdStatus> Create(LocalSgdSpec spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -70,14 +63,10 @@ class LocalSgdRunner {
       ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
-  absl::StatusOr<GroupMembership*> Membership() const;
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   LocalSgdStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  ParameterStore* const parameters_;
-  ContextTable* const contexts_;
-  const OptimizerRegistry* const kinds_;
-  const std::atomic<GroupMembership*>* const membership_;
+  const RankResources daemon_;
 
   mutable absl::Mutex mutex_;
   LocalSgdSpec spec_ ABSL_GUARDED_BY(mutex_);

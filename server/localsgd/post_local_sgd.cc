@@ -132,17 +132,8 @@ absl::StatusOr<Communicator*> PostLocalSgdOptimizer::GradientReducer(
 absl::Status PostLocalSgdOptimizer::Step(
     CommunicatorGroup& group,
     const std::vector<std::vector<const Tensor*>>& grads) {
-  if (grads.size() != groups_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grads: ", grads.size(), " groups; expected ", groups_.size()));
-  }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (grads[g].size() != groups_[g].params.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grads[", g, "]: ", grads[g].size(),
-                       " gradients; expected ", groups_[g].params.size()));
-    }
-  }
+  absl::Status valid = CheckGradients(groups_, grads);
+  if (!valid.ok()) return valid;
   // 1. One all-gather: every rank's step (which must agree, or the ranks
   // would average at different steps and wait on each other) and which
   // parameters it has gradients for.

@@ -5,6 +5,16 @@
 
 namespace distopt {
 
+absl::StatusOr<GroupMembership*> RankResources::Group() const {
+  GroupMembership* group = membership->load();
+  if (group == nullptr) {
+    return absl::FailedPreconditionError(
+        "group: this daemon is not in a data-parallel group; expected "
+        "--world_size > 1 with --rendezvous or --peers");
+  }
+  return group;
+}
+
 absl::StatusOr<ParameterGroups> FindNamedGroups(
     ParameterStore& store, const std::vector<NamedGroupSpec>& specs,
     size_t first_group, const ParameterGroups& taken) {

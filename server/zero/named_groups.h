@@ -1,9 +1,11 @@
-// Parameter groups named by a data-parallel request (ZeRO, post-local SGD):
-// finding the daemon's parameters by name, the tensors an optimizer works
-// on, and the gradients an autograd context holds for them.
+// What the daemon's data-parallel optimizers (ZeRO, post-local SGD) share:
+// the parts of the daemon they use, parameter groups named in a request
+// (finding the parameters by name, the tensors an optimizer works on), and
+// the gradients an autograd context holds for them.
 #ifndef DISTOPT_SERVER_ZERO_NAMED_GROUPS_H_
 #define DISTOPT_SERVER_ZERO_NAMED_GROUPS_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,11 +14,26 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "server/autograd/context.h"
+#include "server/autograd/context_table.h"
+#include "server/comm/group_membership.h"
 #include "server/optim/hyperparameters.h"
+#include "server/optim/registry.h"
 #include "server/parameter_store.h"
 #include "server/zero/zero_specification.h"
 
 namespace distopt {
+
+// The parts of a daemon a data-parallel optimizer uses; all outlive it.
+struct RankResources {
+  ParameterStore* parameters = nullptr;
+  ContextTable* contexts = nullptr;
+  const OptimizerRegistry* kinds = nullptr;
+  // Null until (unless) the daemon is in a data-parallel group.
+  const std::atomic<GroupMembership*>* membership = nullptr;
+
+  // The daemon's group; FAILED_PRECONDITION when it is in none.
+  absl::StatusOr<GroupMembership*> Group() const;
+};
 
 struct NamedGroupSpec {
   absl::flat_hash_map<std::string, HyperValue> hyperparameters;

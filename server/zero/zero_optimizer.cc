@@ -48,11 +48,8 @@ absl::Status ZeroOptimizer::SetHyperparameters(
     return absl::InvalidArgumentError(
         absl::StrCat("group: ", group, "; expected 0 to ", groups_.size() - 1));
   }
-  absl::Status status = SetHyperparametersOnEveryRank(
-      *communicator_, *local_[group], group, changes);
-  if (!status.ok()) return status;
-  groups_[group].hyperparameters = local_[group]->hyperparameters().values();
-  return absl::OkStatus();
+  return SetHyperparametersOnEveryRank(*communicator_, *local_[group], group,
+                                       changes);
 }
 
 absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
@@ -106,27 +103,8 @@ absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
 
 absl::Status ZeroOptimizer::Step(
     const std::vector<std::vector<const Tensor*>>& grads) {
-  if (grads.size() != groups_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grads: ", grads.size(), " groups; expected ", groups_.size()));
-  }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (grads[g].size() != groups_[g].params.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grads[", g, "]: ", grads[g].size(),
-                       " gradients; expected ", groups_[g].params.size()));
-    }
-    for (size_t i = 0; i < grads[g].size(); ++i) {
-      const Tensor* grad = grads[g][i];
-      const Tensor& param = *groups_[g].params[i];
-      if (grad != nullptr &&
-          (grad->dtype() != param.dtype() || grad->shape() != param.shape())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("grads[", g, "][", i, "]: ", grad->DebugString(),
-                         "; expected ", param.DebugString()));
-      }
-    }
-  }
+  absl::Status valid = CheckGradients(groups_, grads);
+  if (!valid.ok()) return valid;
   return Round(grads, /*active=*/true).status();
 }
 

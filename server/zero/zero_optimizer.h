@@ -114,6 +114,7 @@ class ZeroOptimizer {
   const OptimizerKind* const kind_;
   const std::string kind_name_;
   const ZeroOptions options_;
+  // As created: the local optimizers hold the current hyperparameters.
   std::vector<ZeroParamGroup> groups_;
   ZeroPartition partition_;
   // Per group: the optimizer over this rank's parameters of the group (null

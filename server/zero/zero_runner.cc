@@ -17,16 +17,6 @@ constexpr absl::string_view kRankBytesKey = "zero/bytes/";
 
 }  // namespace
 
-absl::StatusOr<GroupMembership*> ZeroRunner::Membership() const {
-  GroupMembership* membership = membership_->load();
-  if (membership == nullptr) {
-    return absl::FailedPreconditionError(
-        "group: this daemon is not in a data-parallel group; expected "
-        "--world_size > 1 with --rendezvous or --peers");
-  }
-  return membership;
-}
-
 absl::Status ZeroRunner::CheckCreatedLocked() const {
   if (optimizer_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -42,7 +32,7 @@ ZeroStatus ZeroRunner::StatusLocked() const {
   status.groups = static_cast<int>(groups_.size());
   const ZeroPartition& partition = optimizer_->partition();
   status.world_size = static_cast<int>(partition.load.size());
-  if (GroupMembership* membership = membership_->load()) {
+  if (GroupMembership* membership = daemon_.membership->load()) {
     status.rank = membership->rank();
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -60,23 +50,28 @@ ZeroStatus ZeroRunner::StatusLocked() const {
 
 void ZeroRunner::PublishLocked() {
   ZeroStatus status = StatusLocked();
-  if (GroupMembership* membership = membership_->load()) {
+  // The bytes change only when state is first made (or a group is added):
+  // most steps publish nothing, so a step pays no extra round trip to the
+  // store. Steps are not published: the ranks step together.
+  const std::string record =
+      absl::StrCat(status.parameter_bytes, " ", status.gradient_bytes, " ",
+                   status.state_bytes);
+  GroupMembership* membership = daemon_.membership->load();
+  if (membership != nullptr && record != published_record_) {
     // Best effort: GetZero then lacks this rank's figures.
-    membership
-        ->Publish(
-            absl::StrCat(kRankBytesKey, status.rank),
-            absl::StrCat(status.parameter_bytes, " ", status.gradient_bytes,
-                         " ", status.state_bytes, " ", status.steps))
-        .IgnoreError();
+    if (membership->Publish(absl::StrCat(kRankBytesKey, status.rank), record)
+            .ok()) {
+      published_record_ = record;
+    }
   }
   absl::MutexLock lock(&published_mutex_);
   published_ = std::move(status);
 }
 
 absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<const OptimizerKind*> kind = kinds_->Find(spec.kind);
+  absl::StatusOr<const OptimizerKind*> kind = daemon_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
@@ -84,7 +79,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
         "zero: this daemon already has a ZeRO optimizer");
   }
   absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*parameters_, spec.groups, 0);
+      FindNamedGroups(*daemon_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
   const std::vector<std::shared_ptr<Parameter>> all = Flatten(*groups);
   ExclusiveParameterLocks locks(all);
@@ -115,10 +110,10 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
         "the other ranks' steps until all have joined; expected no Step "
         "until Join returns");
   }
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->Find(context_id);
+      daemon_.contexts->Find(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -139,7 +134,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
 }
 
 absl::StatusOr<int64_t> ZeroRunner::Join() {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   {
     absl::MutexLock lock(&mutex_);
@@ -178,20 +173,19 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
 
 absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
     const ZeroGroupSpec& group) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
   absl::StatusOr<ParameterGroups> found =
-      FindNamedGroups(*parameters_, {group}, groups_.size(), groups_);
+      FindNamedGroups(*daemon_.parameters, {group}, groups_.size(), groups_);
   if (!found.ok()) return found.status();
   ExclusiveParameterLocks locks((*found)[0]);
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
     return optimizer_->AddParamGroup(ToTensorGroup(group, (*found)[0]));
   });
   if (!status.ok()) return status;
-  spec_.groups.push_back(group);
   groups_.push_back((*found)[0]);
   consolidated_.reset();
   PublishLocked();
@@ -200,7 +194,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
 
 absl::StatusOr<ZeroStatus> ZeroRunner::SetHyperparameters(
     int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -215,7 +209,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::SetHyperparameters(
 }
 
 absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -303,7 +297,7 @@ absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
 
 absl::Status ZeroRunner::LoadStateDict(
     const absl::StatusOr<NamedStateDict>& named) {
-  absl::StatusOr<GroupMembership*> membership = Membership();
+  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -315,9 +309,6 @@ absl::Status ZeroRunner::LoadStateDict(
     return optimizer_->LoadStateDict(dict);
   });
   if (!status.ok()) return status;
-  for (size_t g = 0; g < spec_.groups.size(); ++g) {
-    spec_.groups[g].hyperparameters = dict->param_groups[g].hyperparameters;
-  }
   consolidated_.reset();
   PublishLocked();
   return absl::OkStatus();
@@ -336,7 +327,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
   status.joined = joined_;
   // The other ranks' figures come from the store, outside the lock: a slow
   // store must not hold up this rank's steps.
-  GroupMembership* membership = membership_->load();
+  GroupMembership* membership = daemon_.membership->load();
   for (int r = 0; r < status.world_size && membership != nullptr; ++r) {
     absl::StatusOr<std::string> record = membership->Lookup(
         absl::StrCat(kRankBytesKey, r), absl::Milliseconds(200));
@@ -344,11 +335,11 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
     bytes.rank = r;
     std::vector<std::string> fields = absl::StrSplit(
         record.ok() ? *record : std::string(), ' ', absl::SkipEmpty());
-    if (fields.size() == 4 &&
+    bytes.steps = status.steps;  // Every rank takes part in every step.
+    if (fields.size() == 3 &&
         absl::SimpleAtoi(fields[0], &bytes.parameter_bytes) &&
         absl::SimpleAtoi(fields[1], &bytes.gradient_bytes) &&
-        absl::SimpleAtoi(fields[2], &bytes.state_bytes) &&
-        absl::SimpleAtoi(fields[3], &bytes.steps)) {
+        absl::SimpleAtoi(fields[2], &bytes.state_bytes)) {
       status.ranks.push_back(bytes);
     }
   }

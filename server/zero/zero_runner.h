@@ -67,15 +67,7 @@ struct NamedStateDict {
 
 class ZeroRunner {
  public:
-  // All must outlive the runner; `membership` may be null (no group: the
-  // calls fail with FAILED_PRECONDITION).
-  ZeroRunner(ParameterStore* parameters, ContextTable* contexts,
-             const OptimizerRegistry* kinds,
-             const std::atomic<GroupMembership*>* membership)
-      : parameters_(parameters),
-        contexts_(contexts),
-        kinds_(kinds),
-        membership_(membership) {}
+  explicit ZeroRunner(const RankResources& daemon) : daemon_(daemon) {}
 
   // ALREADY_EXISTS when this daemon has one; NOT_FOUND for an unknown kind
   // or parameter name.
@@ -100,7 +92,6 @@ class ZeroRunner {
   absl::StatusOr<ZeroStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
-  absl::StatusOr<GroupMembership*> Membership() const;
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Maps the dict's names onto this model's positions.
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
@@ -110,10 +101,7 @@ class ZeroRunner {
   // group's store.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  ParameterStore* const parameters_;
-  ContextTable* const contexts_;
-  const OptimizerRegistry* const kinds_;
-  const std::atomic<GroupMembership*>* const membership_;
+  const RankResources daemon_;
 
   mutable absl::Mutex mutex_;
   ZeroSpec spec_ ABSL_GUARDED_BY(mutex_);
@@ -121,6 +109,8 @@ class ZeroRunner {
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
+  // What this rank last published in the group's store.
+  std::string published_record_ ABSL_GUARDED_BY(mutex_);
   // Read without mutex_, which a joined rank holds while it waits in the
   // other ranks' collectives: Step must be refused and Get answered then.
   std::atomic<bool> joined_{false};

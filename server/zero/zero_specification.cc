@@ -34,6 +34,33 @@ absl::Status CheckHostFloatingParameters(
   return absl::OkStatus();
 }
 
+absl::Status CheckGradients(
+    const std::vector<ZeroParamGroup>& groups,
+    const std::vector<std::vector<const Tensor*>>& grads) {
+  if (grads.size() != groups.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grads: ", grads.size(), " groups; expected ", groups.size()));
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (grads[g].size() != groups[g].params.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grads[", g, "]: ", grads[g].size(),
+                       " gradients; expected ", groups[g].params.size()));
+    }
+    for (size_t i = 0; i < grads[g].size(); ++i) {
+      const Tensor* grad = grads[g][i];
+      const Tensor& param = *groups[g].params[i];
+      if (grad != nullptr &&
+          (grad->dtype() != param.dtype() || grad->shape() != param.shape())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grads[", g, "][", i, "]: ", grad->DebugString(),
+                         "; expected ", param.DebugString()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 SpecificationParts DescribeSpecification(
     const std::string& kind_name, const std::vector<ZeroParamGroup>& groups,
     const ZeroOptions& options, int first_group) {

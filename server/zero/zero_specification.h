@@ -40,6 +40,12 @@ struct ZeroOptions {
 absl::Status CheckHostFloatingParameters(
     const std::vector<ZeroParamGroup>& groups, size_t first_group);
 
+// INVALID_ARGUMENT naming "grads[g][i]" unless `grads` has one entry per
+// parameter of `groups`, each null or of its parameter's dtype and shape.
+absl::Status CheckGradients(
+    const std::vector<ZeroParamGroup>& groups,
+    const std::vector<std::vector<const Tensor*>>& grads);
+
 // `first_group` numbers the groups in the text (for a group added later).
 SpecificationParts DescribeSpecification(
     const std::string& kind_name, const std::vector<ZeroParamGroup>& groups,

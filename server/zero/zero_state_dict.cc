@@ -92,17 +92,11 @@ absl::Status ZeroOptimizer::LoadStateDict(
   };
   absl::Status status =
       AgreeOnEveryRank(*communicator_, load_share(), "state_dict");
-  if (!status.ok()) {
+  if (!status.ok() && !backups.empty()) {
     // Another rank refused it: this one goes back to its old state.
-    if (!backups.empty()) {
-      LoadAllOrNothing(optimizers, kind_name_, backups, "").IgnoreError();
-    }
-    return status;
+    LoadAllOrNothing(optimizers, kind_name_, backups, "").IgnoreError();
   }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].hyperparameters = given->param_groups[g].hyperparameters;
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 // Checked on every rank, not only by each entry's owner, so that all ranks
