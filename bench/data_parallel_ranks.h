@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "bench/timing.h"
 #include "client/client.h"
 #include "client/local_worker.h"
-#include "grpcpp/support/status.h"
 
 namespace distopt {
 namespace bench {
@@ -27,11 +26,6 @@ inline constexpr int kLayers = 20;
 inline constexpr int64_t kSize = 2000;
 inline constexpr int kIterations = 5;
 inline constexpr int kWarmup = 2;
-
-inline double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 // Runs call(rank) on both ranks at once; false if any failed.
 inline bool OnEveryRank(const std::function<absl::Status(int)>& call) {
@@ -48,11 +42,6 @@ inline bool OnEveryRank(const std::function<absl::Status(int)>& call) {
     }
   }
   return true;
-}
-
-inline absl::Status FromGrpc(const grpc::Status& status) {
-  return status.ok() ? absl::OkStatus()
-                     : absl::UnknownError(status.error_message());
 }
 
 // Two ranks holding the model, with one context of gradients each.
@@ -124,10 +113,10 @@ inline double TimeSteps(
   std::vector<double> seconds;
   for (int it = 0; it < kWarmup + kIterations; ++it) {
     if (!prepare()) return -1;
-    const absl::Time start = absl::Now();
-    if (!OnEveryRank(step)) return -1;
-    if (it >= kWarmup)
-      seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    bool stepped = false;
+    const double taken = SecondsOf([&] { stepped = OnEveryRank(step); });
+    if (!stepped) return -1;
+    if (it >= kWarmup) seconds.push_back(taken);
   }
   return Median(seconds);
 }

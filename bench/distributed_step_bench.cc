@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/timing.h"
 #include "client/client.h"
 #include "client/dist_autograd_context.h"
 #include "client/distributed_optimizer.h"
@@ -36,13 +37,6 @@ struct Layout {
 const Layout kLayouts[] = {{"small", 10, 1 << 10, 300},
                            {"large", 4, 1 << 20, 30}};
 const char* const kKinds[] = {"sgd", "adam"};
-
-double Percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(values.size() - 1,
-                                static_cast<size_t>(fraction * values.size()));
-  return values[index];
-}
 
 // "workers layout kind" -> {p50_us, p99_us} from the PyTorch peer.
 std::map<std::string, std::pair<double, double>> TorchLatencies(int workers) {
@@ -100,12 +94,14 @@ void Run(int workers) {
       for (int it = 0; it < layout.iterations; ++it) {
         DistAutogradContext context(&client);
         if (!context.AccumulateGradients(pushes).ok()) return;
-        const absl::Time start = absl::Now();
-        if (!optimizer->Step(context.id()).ok()) return;
-        micros.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+        bool stepped = false;
+        micros.push_back(1e6 * bench::SecondsOf([&] {
+                           stepped = optimizer->Step(context.id()).ok();
+                         }));
+        if (!stepped) return;
       }
-      const double p50 = Percentile(micros, 0.5);
-      const double p99 = Percentile(micros, 0.99);
+      const double p50 = bench::Percentile(micros, 0.5);
+      const double p99 = bench::Percentile(micros, 0.99);
       std::printf("%d worker(s) %-5s %-4s  distopt p50 %8.0f us  p99 %8.0f us",
                   workers, layout.name.c_str(), kind, p50, p99);
       auto it = torch.find(absl::StrCat(workers, " ", layout.name, " ", kind));

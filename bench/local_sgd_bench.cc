@@ -19,18 +19,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/data_parallel_ranks.h"
-#include "grpcpp/client_context.h"
-#include "proto/distopt/v1/local_sgd.grpc.pb.h"
+#include "client/data_parallel.h"
 
 namespace distopt {
 namespace {
 
-using bench::FromGrpc;
 using bench::kLayers;
 using bench::kSize;
 using bench::Median;
 using bench::OnEveryRank;
 using bench::Ranks;
+using bench::SecondsOf;
 using bench::StartRanks;
 
 constexpr int kSteps = 12;
@@ -66,31 +65,21 @@ std::vector<double> StepTimes(Client& client,
   for (int layer = 0; layer < kLayers; ++layer) {
     group->add_parameter_names(absl::StrCat("layer", layer, ".weight"));
   }
-  auto call = [&](int r, auto method, const auto& request, auto* response) {
-    auto stub =
-        v1::LocalSgdService::NewStub(client.Channel(ranks.addresses[r]));
-    grpc::ClientContext context;
-    return FromGrpc((stub.get()->*method)(&context, request, response));
-  };
-  if (!OnEveryRank([&](int r) {
-        v1::PostLocalSgdInfo info;
-        return call(r, &v1::LocalSgdService::Stub::CreatePostLocalSgd, spec,
-                    &info);
-      })) {
+  std::vector<RemoteLocalSgd> local_sgd;
+  for (const std::string& address : ranks.addresses) {
+    local_sgd.emplace_back(&client, address);
+  }
+  if (!OnEveryRank([&](int r) { return local_sgd[r].Create(spec).status(); })) {
     return {};
   }
-  v1::PostLocalSgdStepRequest step;
-  step.set_context_id(ranks.context_id);
   std::vector<double> seconds;
   for (int s = 0; s < kSteps; ++s) {
-    const absl::Time start = absl::Now();
-    if (!OnEveryRank([&](int r) {
-          v1::PostLocalSgdStepResponse response;
-          return call(r, &v1::LocalSgdService::Stub::Step, step, &response);
-        })) {
-      return {};
-    }
-    seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    bool stepped = false;
+    seconds.push_back(SecondsOf([&] {
+      stepped = OnEveryRank(
+          [&](int r) { return local_sgd[r].Step(ranks.context_id).status(); });
+    }));
+    if (!stepped) return {};
   }
   return seconds;
 }

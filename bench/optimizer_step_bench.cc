@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "bench/timing.h"
 #include "common/tensor.h"
 #include "common/thread_pool.h"
 #include "server/optim/functional_optimizer.h"
@@ -34,9 +34,9 @@ template <typename Work>
 double BestSeconds(int rounds, int repeat, Work work) {
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) {
-    const absl::Time start = absl::Now();
-    for (int i = 0; i < repeat; ++i) work();
-    best = std::min(best, absl::ToDoubleSeconds(absl::Now() - start) / repeat);
+    best = std::min(best, bench::SecondsOf([&] {
+                            for (int i = 0; i < repeat; ++i) work();
+                          }) / repeat);
   }
   return best;
 }

@@ -29,14 +29,12 @@
 #include "absl/time/clock.h"
 #include "bench/data_parallel_ranks.h"
 #include "client/client.h"
+#include "client/data_parallel.h"
 #include "client/local_worker.h"
-#include "grpcpp/client_context.h"
-#include "proto/distopt/v1/zero.grpc.pb.h"
 
 namespace distopt {
 namespace {
 
-using bench::FromGrpc;
 using bench::kIterations;
 using bench::kLayers;
 using bench::kSize;
@@ -98,28 +96,20 @@ ZeroFigures RunZero(Client& client, bool bucket_view, bool overlap) {
   for (int layer = 0; layer < kLayers; ++layer) {
     group->add_parameter_names(absl::StrCat("layer", layer, ".weight"));
   }
-  auto call = [&](int r, auto method, const auto& request, auto* response) {
-    auto stub = v1::ZeroService::NewStub(client.Channel(ranks.addresses[r]));
-    grpc::ClientContext context;
-    return FromGrpc((stub.get()->*method)(&context, request, response));
-  };
-  if (!OnEveryRank([&](int r) {
-        v1::ZeroInfo info;
-        return call(r, &v1::ZeroService::Stub::CreateZero, spec, &info);
-      })) {
+  std::vector<RemoteZero> zero;
+  for (const std::string& address : ranks.addresses) {
+    zero.emplace_back(&client, address);
+  }
+  if (!OnEveryRank([&](int r) { return zero[r].Create(spec).status(); })) {
     return figures;
   }
-  v1::ZeroStepRequest step;
-  step.set_context_id(ranks.context_id);
-  figures.step_s = TimeSteps([&](int r) {
-    v1::ZeroStepResponse response;
-    return call(r, &v1::ZeroService::Stub::Step, step, &response);
-  });
-  for (int r = 0; r < kWorld; ++r) {
-    v1::ZeroInfo info;
-    if (call(r, &v1::ZeroService::Stub::GetZero, v1::GetZeroRequest(), &info)
-            .ok()) {
-      figures.state_bytes.push_back(info.state_bytes());
+  figures.step_s =
+      TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); });
+  // Every rank's state bytes, from one call.
+  absl::StatusOr<v1::ZeroInfo> info = zero[0].Get();
+  if (info.ok()) {
+    for (const v1::ZeroRankBytes& rank : info->ranks()) {
+      figures.state_bytes.push_back(rank.state_bytes());
     }
   }
   return figures;

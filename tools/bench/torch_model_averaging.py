@@ -9,21 +9,14 @@ buckets and torch's averager do) that post-local SGD saves.
 Prints, from rank 0: "averaging median_s" and "gradient_allreduce median_s".
 """
 
-import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.distributed.algorithms.model_averaging.averagers as averagers
-import torch.multiprocessing as mp
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gloo_ranks import run_on_ranks
 
 
 def median(values):
@@ -31,10 +24,7 @@ def median(values):
     return values[len(values) // 2]
 
 
-def run(rank, world, layers, size, iterations, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def run(rank, world, layers, size, iterations):
     generator = torch.Generator().manual_seed(99 + rank)
     params = [torch.nn.Parameter(torch.randn(size, size, generator=generator))
               for _ in range(layers)]
@@ -57,25 +47,12 @@ def run(rank, world, layers, size, iterations, port, queue):
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
         reducing.append(time.perf_counter() - start)
-    if rank == 0:
-        queue.put((median(averaging[1:]), median(reducing[1:])))
-    dist.barrier()
-    dist.destroy_process_group()
+    return median(averaging[1:]), median(reducing[1:])
 
 
 def main():
     world, layers, size, iterations = (int(a) for a in sys.argv[1:5])
-    port = free_port()
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [context.Process(target=run, args=(r, world, layers, size,
-                                                   iterations, port, queue))
-                 for r in range(world)]
-    for p in processes:
-        p.start()
-    averaging, reducing = queue.get()
-    for p in processes:
-        p.join()
+    averaging, reducing = run_on_ranks(world, run, layers, size, iterations)
     print("averaging", f"{averaging:.6f}")
     print("gradient_allreduce", f"{reducing:.6f}")
 

@@ -14,21 +14,14 @@ the step alone is timed too. Prints, from rank 0, lines of
 state_bytes_rank1 ...", MODE being "zero" or "plain".
 """
 
-import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from gloo_ranks import run_on_ranks
 from torch.distributed.optim import ZeroRedundancyOptimizer
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def state_bytes(optimizer):
@@ -40,10 +33,7 @@ def state_bytes(optimizer):
     return total
 
 
-def run(rank, world, layers, size, iterations, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def run(rank, world, layers, size, iterations):
     generator = torch.Generator().manual_seed(1234 + rank)
     params = [torch.nn.Parameter(torch.randn(size, size, generator=generator))
               for _ in range(layers)]
@@ -79,25 +69,12 @@ def run(rank, world, layers, size, iterations, port, queue):
         results.append((mode, steps[len(steps) // 2], totals[len(totals) // 2],
                         [int(t.item()) for t in everyone]))
         del optimizer, local
-    if rank == 0:
-        queue.put(results)
-    dist.barrier()
-    dist.destroy_process_group()
+    return results
 
 
 def main():
     world, layers, size, iterations = (int(a) for a in sys.argv[1:5])
-    port = free_port()
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [context.Process(target=run, args=(r, world, layers, size,
-                                                   iterations, port, queue))
-                 for r in range(world)]
-    for p in processes:
-        p.start()
-    results = queue.get()
-    for p in processes:
-        p.join()
+    results = run_on_ranks(world, run, layers, size, iterations)
     for mode, step, total, states in results:
         print(mode, f"{step:.6f}", f"{total:.6f}", *states)
 

@@ -15,7 +15,6 @@ wrapping torch's own averaging function. Writes one line per case:
 """
 
 import os
-import socket
 import sys
 import warnings
 
@@ -24,7 +23,9 @@ import torch.distributed as dist
 import torch.distributed.algorithms.model_averaging.averagers as averagers
 import torch.distributed.algorithms.model_averaging.hierarchical_model_averager as hierarchical
 import torch.distributed.algorithms.model_averaging.utils as utils
-import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+from gloo_ranks import run_on_ranks  # noqa: E402
 
 WORLD = 4
 STEPS = 24
@@ -45,16 +46,7 @@ CASES = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run(rank, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+def run(rank, world):
     warnings.simplefilter("ignore")
     recorded = []
     original = utils.average_parameters_or_parameter_groups
@@ -88,23 +80,11 @@ def run(rank, port, queue):
         lines.append(" ".join(
             [kind, str(warmup), ",".join(f"{p}:{g}" for p, g in periods)] +
             [str(s) for s in sizes]))
-    if rank == 0:
-        queue.put(lines)
-    dist.barrier()
-    dist.destroy_process_group()
+    return lines
 
 
 def main():
-    port = free_port()
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    processes = [context.Process(target=run, args=(r, port, queue))
-                 for r in range(WORLD)]
-    for p in processes:
-        p.start()
-    lines = queue.get()
-    for p in processes:
-        p.join()
+    lines = run_on_ranks(WORLD, run)
     print(f"# torch {torch.__version__}, world size {WORLD}, {STEPS} steps")
     for line in lines:
         print(line)
