@@ -92,12 +92,10 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
 }
 
 absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id) {
-  absl::Status valid = ValidateContextId(context_id, "context_id");
-  if (!valid.ok()) return valid;
   absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      daemon_.contexts->Find(context_id);
+      daemon_.Context(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();

@@ -15,6 +15,13 @@ absl::StatusOr<GroupMembership*> RankResources::Group() const {
   return group;
 }
 
+absl::StatusOr<std::shared_ptr<AutogradContext>> RankResources::Context(
+    uint64_t context_id) const {
+  absl::Status valid = ValidateContextId(context_id, "context_id");
+  if (!valid.ok()) return valid;
+  return contexts->Find(context_id);
+}
+
 absl::StatusOr<ParameterGroups> FindNamedGroups(
     ParameterStore& store, const std::vector<NamedGroupSpec>& specs,
     size_t first_group, const ParameterGroups& taken) {

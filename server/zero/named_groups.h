@@ -33,6 +33,10 @@ struct RankResources {
 
   // The daemon's group; FAILED_PRECONDITION when it is in none.
   absl::StatusOr<GroupMembership*> Group() const;
+  // The autograd context a step takes its gradients from: INVALID_ARGUMENT
+  // for a malformed id, NOT_FOUND for an unknown one.
+  absl::StatusOr<std::shared_ptr<AutogradContext>> Context(
+      uint64_t context_id) const;
 };
 
 struct NamedGroupSpec {

@@ -102,8 +102,6 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
 }
 
 absl::Status ZeroRunner::Step(uint64_t context_id) {
-  absl::Status valid = ValidateContextId(context_id, "context_id");
-  if (!valid.ok()) return valid;
   if (joined_) {
     return absl::FailedPreconditionError(
         "zero: this rank has joined (its data ran out) and takes part in "
@@ -113,7 +111,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::StatusOr<GroupMembership*> membership = daemon_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      daemon_.contexts->Find(context_id);
+      daemon_.Context(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
