@@ -87,7 +87,8 @@ absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
 
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
-      client_id_(std::random_device{}() & 0xffffu) {}
+      client_id_(std::random_device{}() & 0xffffu),
+      step_streams_(options_.rpc_timeout) {}
 
 uint64_t Client::NewContextId() {
   const uint64_t counter =
@@ -246,14 +247,18 @@ absl::StatusOr<v1::OptimizerInfo> Client::CreateOptimizer(
 absl::StatusOr<v1::StepResponse> Client::Step(const std::string& worker,
                                               uint64_t optimizer_id,
                                               uint64_t context_id) {
-  v1::StepRequest request;
-  request.set_optimizer_id(optimizer_id);
-  request.set_context_id(context_id);
-  v1::StepResponse response;
-  absl::Status status = CallUnary<v1::OptimizerService>(
-      worker, "Step", &v1::OptimizerService::Stub::Step, request, &response);
-  if (!status.ok()) return status;
-  return response;
+  return std::move(StepAll({{worker, optimizer_id}}, context_id).front());
+}
+
+std::vector<absl::StatusOr<v1::StepResponse>> Client::StepAll(
+    const std::vector<StepTarget>& targets, uint64_t context_id) {
+  std::vector<StepStreams::Target> streams;
+  streams.reserve(targets.size());
+  for (const StepTarget& target : targets) {
+    streams.push_back(
+        {target.worker, Channel(target.worker), target.optimizer_id});
+  }
+  return step_streams_.StepAll(streams, context_id);
 }
 
 absl::StatusOr<v1::OptimizerInfo> Client::SetHyperparameters(

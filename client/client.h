@@ -25,6 +25,7 @@
 #include "client/hyperparameters.h"
 #include "client/initializers.h"
 #include "client/remote_parameter.h"
+#include "client/step_streams.h"
 #include "common/parameter_info.h"
 #include "common/tensor.h"
 #include "grpcpp/channel.h"
@@ -139,9 +140,18 @@ class Client {
       const std::string& worker, const std::string& kind,
       const HyperparameterMap& hyperparameters,
       const std::vector<uint64_t>& parameter_ids);
+  // Steps go over a StepStream kept open per worker (see StepStreams).
   absl::StatusOr<v1::StepResponse> Step(const std::string& worker,
                                         uint64_t optimizer_id,
                                         uint64_t context_id);
+  // Steps optimizer `optimizer_id` on `worker` for every (worker,
+  // optimizer_id) at once, and waits for all: one result each, in order.
+  struct StepTarget {
+    std::string worker;
+    uint64_t optimizer_id = 0;
+  };
+  std::vector<absl::StatusOr<v1::StepResponse>> StepAll(
+      const std::vector<StepTarget>& targets, uint64_t context_id);
   absl::StatusOr<v1::OptimizerInfo> SetHyperparameters(
       const std::string& worker, uint64_t optimizer_id,
       const HyperparameterMap& changes);
@@ -187,6 +197,7 @@ class Client {
   absl::flat_hash_set<uint64_t> live_contexts_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mutex_);
+  StepStreams step_streams_;
 };
 
 }  // namespace distopt

@@ -84,12 +84,15 @@ absl::Status DistributedOptimizer::Step(uint64_t context_id) {
         " is not a live autograd context of this client; expected the id of "
         "a DistAutogradContext in scope"));
   }
+  // All owners at once over the client's open step streams: no thread
+  // per owner is needed, the replies are awaited together.
+  std::vector<Client::StepTarget> targets;
+  targets.reserve(owners_.size());
+  for (const Owner& owner : owners_) {
+    targets.push_back({owner.worker, owner.optimizer_id});
+  }
   std::vector<absl::StatusOr<v1::StepResponse>> results =
-      InParallel<absl::StatusOr<v1::StepResponse>>(
-          *pool_, owners_.size(), [&](size_t i) {
-            return client_->Step(owners_[i].worker, owners_[i].optimizer_id,
-                                 context_id);
-          });
+      client_->StepAll(targets, context_id);
   std::vector<std::string> applied;
   std::vector<std::string> failed;
   absl::StatusCode code = absl::StatusCode::kOk;

@@ -4,8 +4,9 @@
 // Parameters are grouped by owner in order of first appearance and one
 // optimizer is created per owner, all in parallel; if any creation fails,
 // those already made are deleted. Step(context_id) refuses a context this
-// client does not hold before any call, then steps every owner in parallel
-// and waits for all; an error names each failed worker and lists those that
+// client does not hold before any call, then sends the step to every owner
+// at once over the client's open step streams (StepStreams) and waits for
+// all; an error names each failed worker and lists those that
 // did apply the step. A step retried after a lost reply is not applied twice
 // (the workers remember it). The remote optimizers are deleted with this
 // object. Thread-safe for concurrent Step calls with different contexts.
@@ -54,7 +55,8 @@ class DistributedOptimizer {
 
   Client* const client_;
   const std::vector<Owner> owners_;
-  // Fans the per-owner calls out without starting threads on every step.
+  // Fans the per-owner unary calls (creation, hyperparameters) out without
+  // starting threads each time.
   const std::unique_ptr<ThreadPool> pool_;
 };
 

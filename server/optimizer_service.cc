@@ -54,15 +54,40 @@ grpc::Status OptimizerServiceImpl::CreateOptimizer(
                response);
 }
 
-grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext*,
-                                        const v1::StepRequest* request,
-                                        v1::StepResponse* response) {
+absl::Status OptimizerServiceImpl::StepInto(const v1::StepRequest& request,
+                                            v1::StepResponse* response) {
   absl::StatusOr<StepResult> result =
-      optimizers_->Step(request->optimizer_id(), request->context_id());
-  if (!result.ok()) return ToGrpcStatus(result.status());
+      optimizers_->Step(request.optimizer_id(), request.context_id());
+  if (!result.ok()) return result.status();
   response->set_applied(result->applied);
   response->set_stepped_parameters(result->stepped_parameters);
   response->set_skipped_parameters(result->skipped_parameters);
+  return absl::OkStatus();
+}
+
+grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext*,
+                                        const v1::StepRequest* request,
+                                        v1::StepResponse* response) {
+  return ToGrpcStatus(StepInto(*request, response));
+}
+
+grpc::Status OptimizerServiceImpl::StepStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::StepOutcome, v1::StepRequest>* stream) {
+  OpenStreams::Stream open(&open_streams_, context);
+  v1::StepRequest request;
+  while (open.AwaitRequest() && stream->Read(&request) && open.BeginWork()) {
+    v1::StepOutcome outcome;
+    const absl::Status status = StepInto(request, outcome.mutable_response());
+    if (!status.ok()) {
+      outcome.clear_response();
+      outcome.set_code(static_cast<int32_t>(status.code()));
+      outcome.set_message(std::string(status.message()));
+    }
+    if (!stream->Write(outcome)) break;
+  }
+  // The client hung up or the daemon is closing: either way the stream
+  // ends cleanly; a request that was not served got no outcome.
   return grpc::Status::OK;
 }
 

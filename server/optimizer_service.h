@@ -5,6 +5,7 @@
 #define DISTOPT_SERVER_OPTIMIZER_SERVICE_H_
 
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
+#include "server/open_streams.h"
 #include "server/optim/registry.h"
 #include "server/optimizer_table.h"
 
@@ -27,6 +28,10 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
   grpc::Status Step(grpc::ServerContext* context,
                     const v1::StepRequest* request,
                     v1::StepResponse* response) override;
+  grpc::Status StepStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::StepOutcome, v1::StepRequest>* stream)
+      override;
   grpc::Status GetOptimizer(grpc::ServerContext* context,
                             const v1::GetOptimizerRequest* request,
                             v1::OptimizerInfo* response) override;
@@ -46,9 +51,18 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
                                const v1::DeleteOptimizerRequest* request,
                                v1::OptimizerInfo* response) override;
 
+  // Ends the open StepStreams (see OpenStreams); call before shutting the
+  // server down.
+  void CloseStreams() { open_streams_.Close(); }
+
  private:
+  // One step, as Step and StepStream serve it.
+  absl::Status StepInto(const v1::StepRequest& request,
+                        v1::StepResponse* response);
+
   const OptimizerRegistry* const registry_;
   OptimizerTable* const optimizers_;
+  OpenStreams open_streams_;
 };
 
 }  // namespace distopt

@@ -153,6 +153,7 @@ absl::Status WorkerServer::Shutdown() {
   // (on rank 0): a rendezvous half done would otherwise wait for peers that
   // can no longer reach the store, up to the group timeout.
   if (membership_ != nullptr) membership_->StopJoining();
+  optimizer_service_.CloseStreams();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   membership_view_ = nullptr;

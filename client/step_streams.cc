@@ -1,0 +1,210 @@
+#include "client/step_streams.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace distopt {
+
+// Cancels the calls that are still waiting past their deadline. It checks
+// every few hundredths of the step timeout rather than waking at each
+// deadline: arming and disarming then cost a map update, never a thread
+// wake-up, and a step gives up at most that much past its deadline.
+class StepStreams::Watchdog {
+ public:
+  explicit Watchdog(absl::Duration timeout)
+      : period_(std::clamp(timeout / 32, absl::Milliseconds(5),
+                           absl::Milliseconds(500))) {}
+  ~Watchdog() {
+    {
+      absl::MutexLock lock(&mutex_);
+      stopping_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Cancels `context` if it is still armed at `deadline`, setting `*fired`.
+  void Arm(grpc::ClientContext* context, absl::Time deadline,
+           std::atomic<bool>* fired) {
+    absl::MutexLock lock(&mutex_);
+    armed_[context] = {deadline, fired};
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  }
+  void Disarm(grpc::ClientContext* context) {
+    absl::MutexLock lock(&mutex_);
+    armed_.erase(context);
+  }
+
+ private:
+  struct Alarm {
+    absl::Time deadline;
+    std::atomic<bool>* fired;
+  };
+
+  void Run() {
+    absl::MutexLock lock(&mutex_);
+    while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), period_)) {
+      const absl::Time now = absl::Now();
+      for (auto it = armed_.begin(); it != armed_.end();) {
+        if (it->second.deadline > now) {
+          ++it;
+          continue;
+        }
+        it->second.fired->store(true);
+        it->first->TryCancel();
+        armed_.erase(it++);
+      }
+    }
+  }
+
+  const absl::Duration period_;
+  absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::flat_hash_map<grpc::ClientContext*, Alarm> armed_
+      ABSL_GUARDED_BY(mutex_);
+  std::thread thread_;
+};
+
+// One open StepStream call, serving one step at a time from the thread that
+// sends it.
+class StepStreams::Call {
+ public:
+  Call(const Target& target, absl::Duration timeout, Watchdog* watchdog)
+      : worker_(target.worker),
+        timeout_(timeout),
+        watchdog_(watchdog),
+        stub_(v1::OptimizerService::NewStub(target.channel)) {
+    // The first step's headers go out with its request, not on their own.
+    context_.set_initial_metadata_corked(true);
+    stream_ = stub_->StepStream(&context_);
+  }
+  ~Call() { Close().IgnoreError(); }
+
+  const std::string& worker() const { return worker_; }
+  // Whether this call served a step before the current one.
+  bool reused() const { return steps_ > 1; }
+  bool broken() const { return broken_; }
+
+  void Send(uint64_t optimizer_id, uint64_t context_id) {
+    ++steps_;
+    watchdog_->Arm(&context_, absl::Now() + timeout_, &timed_out_);
+    v1::StepRequest request;
+    request.set_optimizer_id(optimizer_id);
+    request.set_context_id(context_id);
+    if (!stream_->Write(request)) broken_ = true;
+  }
+
+  // The outcome of the step sent last.
+  absl::StatusOr<v1::StepResponse> Await() {
+    v1::StepOutcome outcome;
+    if (!broken_ && !stream_->Read(&outcome)) broken_ = true;
+    watchdog_->Disarm(&context_);
+    if (broken_) return Close();
+    if (outcome.code() == 0) return outcome.response();
+    const int code = outcome.code();
+    return FromGrpcCall(grpc::Status(code > 0 && code <= 16
+                                         ? static_cast<grpc::StatusCode>(code)
+                                         : grpc::StatusCode::UNKNOWN,
+                                     outcome.message()),
+                        worker_, "Step");
+  }
+
+ private:
+  // Ends the stream (half-closing it first when it still works) and says
+  // why it ended, as the error of the step that found it broken.
+  absl::Status Close() {
+    if (closed_) return closed_status_;
+    closed_ = true;
+    watchdog_->Arm(&context_, absl::Now() + timeout_, &timed_out_);
+    if (!broken_) stream_->WritesDone();
+    const grpc::Status status = stream_->Finish();
+    watchdog_->Disarm(&context_);
+    if (timed_out_) {
+      closed_status_ = absl::DeadlineExceededError(
+          absl::StrCat("worker ", worker_, ": Step: no reply within ",
+                       absl::FormatDuration(timeout_),
+                       " (the step may or may not have been applied)"));
+    } else if (status.ok()) {
+      closed_status_ = absl::UnavailableError(absl::StrCat(
+          "worker ", worker_,
+          ": Step: the worker ended the step stream (shutting down?); the "
+          "step was not applied"));
+    } else {
+      closed_status_ = FromGrpcCall(status, worker_, "Step");
+    }
+    return closed_status_;
+  }
+
+  const std::string worker_;
+  const absl::Duration timeout_;
+  Watchdog* const watchdog_;
+  const std::unique_ptr<v1::OptimizerService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepOutcome>>
+      stream_;
+  std::atomic<bool> timed_out_ = false;
+  int64_t steps_ = 0;
+  bool broken_ = false;
+  bool closed_ = false;
+  absl::Status closed_status_;
+};
+
+StepStreams::StepStreams(absl::Duration timeout)
+    : timeout_(timeout), watchdog_(std::make_unique<Watchdog>(timeout)) {}
+
+StepStreams::~StepStreams() {
+  absl::MutexLock lock(&mutex_);
+  idle_.clear();
+}
+
+std::unique_ptr<StepStreams::Call> StepStreams::Take(const Target& target,
+                                                     bool fresh) {
+  if (!fresh) {
+    absl::MutexLock lock(&mutex_);
+    auto it = idle_.find(target.worker);
+    if (it != idle_.end() && !it->second.empty()) {
+      std::unique_ptr<Call> call = std::move(it->second.back());
+      it->second.pop_back();
+      return call;
+    }
+  }
+  return std::make_unique<Call>(target, timeout_, watchdog_.get());
+}
+
+void StepStreams::Return(std::unique_ptr<Call> call) {
+  absl::MutexLock lock(&mutex_);
+  idle_[call->worker()].push_back(std::move(call));
+}
+
+std::vector<absl::StatusOr<v1::StepResponse>> StepStreams::StepAll(
+    const std::vector<Target>& targets, uint64_t context_id) {
+  std::vector<std::unique_ptr<Call>> calls;
+  calls.reserve(targets.size());
+  for (const Target& target : targets) {
+    calls.push_back(Take(target, /*fresh=*/false));
+    calls.back()->Send(target.optimizer_id, context_id);
+  }
+  std::vector<absl::StatusOr<v1::StepResponse>> results;
+  results.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    absl::StatusOr<v1::StepResponse> result = calls[i]->Await();
+    if (calls[i]->broken() && calls[i]->reused() &&
+        !absl::IsDeadlineExceeded(result.status())) {
+      // Most likely the stream died while idle: once more on a new one.
+      calls[i] = Take(targets[i], /*fresh=*/true);
+      calls[i]->Send(targets[i].optimizer_id, context_id);
+      result = calls[i]->Await();
+    }
+    if (!calls[i]->broken()) Return(std::move(calls[i]));
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+}  // namespace distopt

@@ -1,0 +1,72 @@
+// Optimizer steps over long-lived OptimizerService.StepStream calls.
+//
+// A unary Step pays for a new HTTP/2 stream, its headers and trailers, and
+// a hand-off between threads on every call; a step sent over a stream that
+// stays open pays for two small messages, read by the stepping thread
+// itself. StepStreams keeps a pool of open streams per worker (one per step
+// in flight to that worker at once), sends the steps of one
+// DistributedOptimizer.step to all workers before it waits for any reply
+// (no thread per worker), and bounds each step by a deadline that a
+// watchdog enforces (a stream's own gRPC deadline covers its whole life).
+//
+// A stream that broke while idle (a daemon restarted or shut down) shows
+// only when the next step is sent on it; that step is then sent once more
+// on a fresh stream. Resending is safe because a daemon applies a step of
+// one (optimizer, context) at most once.
+#ifndef DISTOPT_CLIENT_STEP_STREAMS_H_
+#define DISTOPT_CLIENT_STEP_STREAMS_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/distopt/v1/optimizer.grpc.pb.h"
+
+namespace distopt {
+
+class StepStreams {
+ public:
+  struct Target {
+    std::string worker;
+    std::shared_ptr<grpc::Channel> channel;
+    uint64_t optimizer_id = 0;
+  };
+
+  // Each step must be answered within `timeout`.
+  explicit StepStreams(absl::Duration timeout);
+  // Closes every open stream.
+  ~StepStreams();
+  StepStreams(const StepStreams&) = delete;
+  StepStreams& operator=(const StepStreams&) = delete;
+
+  // Steps every target with the gradients of `context_id`, all at once.
+  // One result per target, in order; an error names the worker and says
+  // why (the daemon's code and message, a broken stream, or the deadline).
+  std::vector<absl::StatusOr<v1::StepResponse>> StepAll(
+      const std::vector<Target>& targets, uint64_t context_id);
+
+ private:
+  class Call;
+  class Watchdog;
+
+  std::unique_ptr<Call> Take(const Target& target, bool fresh);
+  void Return(std::unique_ptr<Call> call);
+
+  const absl::Duration timeout_;
+  const std::unique_ptr<Watchdog> watchdog_;
+  absl::Mutex mutex_;
+  // Idle open streams by worker address.
+  absl::flat_hash_map<std::string, std::vector<std::unique_ptr<Call>>> idle_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_CLIENT_STEP_STREAMS_H_
