@@ -24,16 +24,16 @@ namespace {
 // Values up to this size travel inside CreateParameter; the daemon returns
 // up to the same size inline from GetParameter.
 constexpr int64_t kInlineValueBytes = int64_t{3} << 20;
-// Tensor bytes in one unary request: refused beyond the shared limit with a
-// clear error rather than by gRPC's message size check.
-absl::Status CheckPayload(const std::vector<Tensor>& tensors,
-                          absl::string_view field) {
+// The tensor bytes of an autograd call's request: refused beyond what even
+// its chunked variant carries, with a clear error.
+absl::StatusOr<int64_t> PayloadBytes(const std::vector<Tensor>& tensors,
+                                     absl::string_view field) {
   int64_t bytes = 0;
   for (const Tensor& tensor : tensors) bytes += tensor.byte_size();
-  if (bytes <= kMaxTensorPayloadBytes) return absl::OkStatus();
+  if (bytes <= kMaxChunkedPayloadBytes) return bytes;
   return absl::ResourceExhaustedError(absl::StrCat(
       field, ": ", bytes, " bytes of tensors in one call; expected at most ",
-      kMaxTensorPayloadBytes, " (split the batch)"));
+      kMaxChunkedPayloadBytes, " (split the batch)"));
 }
 
 absl::Status RequireHost(const Tensor& values) {
@@ -114,8 +114,8 @@ absl::Status Client::AccumulateGradients(
     const std::vector<std::pair<uint64_t, Tensor>>& gradients) {
   std::vector<Tensor> tensors;
   for (const auto& entry : gradients) tensors.push_back(entry.second);
-  absl::Status size = CheckPayload(tensors, "gradients");
-  if (!size.ok()) return size;
+  absl::StatusOr<int64_t> bytes = PayloadBytes(tensors, "gradients");
+  if (!bytes.ok()) return bytes.status();
   v1::AccumulateGradientsRequest request;
   request.set_context_id(context_id);
   for (const auto& [parameter_id, gradient] : gradients) {
@@ -126,9 +126,10 @@ absl::Status Client::AccumulateGradients(
     TensorToProto(gradient, entry->mutable_gradient());
   }
   v1::AccumulateGradientsResponse response;
-  return CallUnary<v1::AutogradService>(
-      worker, "AccumulateGradients",
-      &v1::AutogradService::Stub::AccumulateGradients, request, &response);
+  return CallWithTensors(*this, worker, "AccumulateGradients",
+                         &v1::AutogradService::Stub::AccumulateGradients,
+                         &v1::AutogradService::Stub::AccumulateGradientsChunked,
+                         request, *bytes, 0, &response);
 }
 
 absl::StatusOr<std::map<uint64_t, Tensor>> Client::GetGradients(
@@ -136,9 +137,10 @@ absl::StatusOr<std::map<uint64_t, Tensor>> Client::GetGradients(
   v1::GetGradientsRequest request;
   request.set_context_id(context_id);
   v1::GetGradientsResponse response;
-  absl::Status status = CallUnary<v1::AutogradService>(
-      worker, "GetGradients", &v1::AutogradService::Stub::GetGradients, request,
-      &response);
+  absl::Status status = CallWithTensors(
+      *this, worker, "GetGradients", &v1::AutogradService::Stub::GetGradients,
+      &v1::AutogradService::Stub::GetGradientsChunked, request, 0,
+      kMaxChunkedPayloadBytes, &response);
   if (!status.ok()) return status;
   std::map<uint64_t, Tensor> gradients;
   for (const v1::ParameterGradient& entry : response.gradients()) {
@@ -154,8 +156,8 @@ absl::StatusOr<Client::ForwardResult> Client::Forward(
     const std::string& worker, uint64_t context_id, const std::string& op,
     const std::vector<uint64_t>& parameter_ids,
     const std::vector<Tensor>& inputs) {
-  absl::Status size = CheckPayload(inputs, "inputs");
-  if (!size.ok()) return size;
+  absl::StatusOr<int64_t> bytes = PayloadBytes(inputs, "inputs");
+  if (!bytes.ok()) return bytes.status();
   v1::ForwardRequest request;
   request.set_context_id(context_id);
   request.set_op(op);
@@ -167,9 +169,10 @@ absl::StatusOr<Client::ForwardResult> Client::Forward(
     TensorToProto(input, request.add_inputs());
   }
   v1::ForwardResponse response;
-  absl::Status status = CallUnary<v1::AutogradService>(
-      worker, "Forward", &v1::AutogradService::Stub::Forward, request,
-      &response);
+  absl::Status status = CallWithTensors(
+      *this, worker, "Forward", &v1::AutogradService::Stub::Forward,
+      &v1::AutogradService::Stub::ForwardChunked, request, *bytes,
+      kMaxChunkedPayloadBytes, &response);
   if (!status.ok()) return status;
   ForwardResult result;
   result.forward_id = response.forward_id();
@@ -184,8 +187,9 @@ absl::StatusOr<Client::ForwardResult> Client::Forward(
 absl::StatusOr<std::vector<std::optional<Tensor>>> Client::Backward(
     const std::string& worker, uint64_t context_id, uint64_t forward_id,
     const std::vector<Tensor>& output_gradients) {
-  absl::Status size = CheckPayload(output_gradients, "output_gradients");
-  if (!size.ok()) return size;
+  absl::StatusOr<int64_t> bytes =
+      PayloadBytes(output_gradients, "output_gradients");
+  if (!bytes.ok()) return bytes.status();
   v1::BackwardRequest request;
   request.set_context_id(context_id);
   request.set_forward_id(forward_id);
@@ -195,9 +199,10 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Client::Backward(
     TensorToProto(gradient, request.add_output_gradients());
   }
   v1::BackwardResponse response;
-  absl::Status status = CallUnary<v1::AutogradService>(
-      worker, "Backward", &v1::AutogradService::Stub::Backward, request,
-      &response);
+  absl::Status status = CallWithTensors(
+      *this, worker, "Backward", &v1::AutogradService::Stub::Backward,
+      &v1::AutogradService::Stub::BackwardChunked, request, *bytes,
+      kMaxChunkedPayloadBytes, &response);
   if (!status.ok()) return status;
   std::vector<std::optional<Tensor>> gradients;
   for (const v1::InputGradient& input : response.input_gradients()) {

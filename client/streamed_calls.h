@@ -1,6 +1,7 @@
-// Calls that move one large message as a stream of chunks (state dicts),
-// for the client library's classes: the deadline allows for the transfer,
-// and errors name the worker and the call.
+// Calls that move one large message as a stream of chunks (state dicts,
+// autograd calls with large tensors), for the client library's classes: the
+// deadline allows for the transfer, and errors name the worker and the
+// call.
 #ifndef DISTOPT_CLIENT_STREAMED_CALLS_H_
 #define DISTOPT_CLIENT_STREAMED_CALLS_H_
 
@@ -13,6 +14,7 @@
 #include "client/client.h"
 #include "common/chunked_message.h"
 #include "common/grpc_status.h"
+#include "common/wire_limits.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
 
@@ -55,6 +57,50 @@ absl::Status PutStreamed(
   WriteChunked(message, writer.get());
   writer->WritesDone();
   return FromGrpcCall(writer->Finish(), worker, "LoadStateDict");
+}
+
+// An autograd call that carries tensors: unary when the request's
+// `request_tensor_bytes` fit in one message and the daemon does not refuse
+// the reply as too large for one (it says so in the trailing metadata,
+// having changed nothing); otherwise the same request through the call's
+// chunked variant. `reply_tensor_bytes` bounds the reply, for the deadline.
+template <typename Request, typename Response>
+absl::Status CallWithTensors(
+    Client& client, const std::string& worker, absl::string_view name,
+    grpc::Status (v1::AutogradService::Stub::*unary)(grpc::ClientContext*,
+                                                     const Request&, Response*),
+    std::unique_ptr<
+        grpc::ClientReaderWriter<v1::MessageChunk, v1::MessageChunk>> (
+        v1::AutogradService::Stub::*chunked)(grpc::ClientContext*),
+    const Request& request, int64_t request_tensor_bytes,
+    int64_t reply_tensor_bytes, Response* response) {
+  v1::AutogradService::Stub stub(client.Channel(worker));
+  if (request_tensor_bytes <= kMaxTensorPayloadBytes) {
+    grpc::ClientContext context;
+    client.SetDeadline(context, request_tensor_bytes);
+    const grpc::Status status = (stub.*unary)(&context, request, response);
+    if (status.ok()) return absl::OkStatus();
+    if (context.GetServerTrailingMetadata().count(kReplyTooLargeMetadata) ==
+        0) {
+      return FromGrpcCall(status, worker, name);
+    }
+    response->Clear();
+  }
+  const std::string call = absl::StrCat(name, "Chunked");
+  grpc::ClientContext context;
+  client.SetDeadline(context, request_tensor_bytes + reply_tensor_bytes);
+  auto stream = (stub.*chunked)(&context);
+  const bool sent = WriteChunked(request, stream.get()) && stream->WritesDone();
+  const absl::Status read =
+      sent ? ReadChunked(stream.get(), "reply", response) : absl::OkStatus();
+  const absl::Status finished = FromGrpcCall(stream->Finish(), worker, call);
+  if (!finished.ok()) return finished;
+  if (!sent || !read.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("worker ", worker, ": ", call, ": ",
+                     sent ? read.message() : "the request stream broke"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace distopt

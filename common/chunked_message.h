@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/message.h"
-#include "proto/distopt/v1/optimizer.pb.h"
+#include "proto/distopt/v1/tensor.pb.h"
 
 namespace distopt {
 

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/distopt/v1/optimizer.pb.h"
 
 namespace distopt {
 namespace {

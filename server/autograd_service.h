@@ -38,7 +38,33 @@ class AutogradServiceImpl final : public v1::AutogradService::Service {
                             const v1::ListContextsRequest* request,
                             v1::ListContextsResponse* response) override;
 
+  // The four tensor-carrying calls with request and reply in chunks.
+  using ChunkStream =
+      grpc::ServerReaderWriter<v1::MessageChunk, v1::MessageChunk>;
+  grpc::Status ForwardChunked(grpc::ServerContext* context,
+                              ChunkStream* stream) override;
+  grpc::Status BackwardChunked(grpc::ServerContext* context,
+                               ChunkStream* stream) override;
+  grpc::Status AccumulateGradientsChunked(grpc::ServerContext* context,
+                                          ChunkStream* stream) override;
+  grpc::Status GetGradientsChunked(grpc::ServerContext* context,
+                                   ChunkStream* stream) override;
+
  private:
+  // The calls themselves, for both transports: `reply_limit` bounds the
+  // tensor bytes of the reply, checked before anything changes.
+  absl::Status ServeForward(const v1::ForwardRequest& request,
+                            v1::ForwardResponse* response, int64_t reply_limit);
+  absl::Status ServeBackward(const v1::BackwardRequest& request,
+                             v1::BackwardResponse* response,
+                             int64_t reply_limit);
+  absl::Status ServeAccumulateGradients(
+      const v1::AccumulateGradientsRequest& request,
+      v1::AccumulateGradientsResponse* response, int64_t reply_limit);
+  absl::Status ServeGetGradients(const v1::GetGradientsRequest& request,
+                                 v1::GetGradientsResponse* response,
+                                 int64_t reply_limit);
+
   ContextTable* const contexts_;
   ParameterStore* const parameters_;
   const OpRegistry* const ops_;

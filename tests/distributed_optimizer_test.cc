@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "client/dist_autograd_context.h"
 #include "client/layers.h"
+#include "common/wire_limits.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -315,8 +316,9 @@ TEST_F(DistributedOptimizerTest, BackwardAfterAStepIsRefused) {
   EXPECT_THAT(late.message(), HasSubstr("changed since forward"));
 }
 
-TEST_F(DistributedOptimizerTest, LargeGradientsPassAndOversizedOnesAreNamed) {
-  // 20 MiB: over gRPC's default 4 MiB, within the agreed limit.
+TEST_F(DistributedOptimizerTest,
+       LargeGradientsGoChunkedAndOversizedOnesAreNamed) {
+  // 20 MiB: over gRPC's default 4 MiB, within one unary call.
   RemoteParameter w =
       *client_->CreateParameter(a_->address(), "w", DType::kFloat32, {5 << 20});
   DistAutogradContext context(client_.get());
@@ -326,11 +328,30 @@ TEST_F(DistributedOptimizerTest, LargeGradientsPassAndOversizedOnesAreNamed) {
       client_->GetGradients(a_->address(), context.id());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(SameBytes(back->at(w.id), big));
-  // 64 MiB in one call is refused before it is sent, with the reason.
+  // 64 MiB: beyond one message, pushed in chunks; reading it back, the
+  // unary GetGradients is refused as too large and the chunked one answers.
   RemoteParameter v = *client_->CreateParameter(a_->address(), "v",
                                                 DType::kFloat32, {16 << 20});
+  Tensor huge = Ramp({16 << 20}, -3, 0.25f);
+  ASSERT_TRUE(context.AccumulateGradients({{v, huge}}).ok());
+  ASSERT_TRUE(context.AccumulateGradients({{v, huge}}).ok());
+  back = client_->GetGradients(a_->address(), context.id());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(back->at(w.id), big));
+  const Tensor& twice = back->at(v.id);
+  ASSERT_EQ(twice.shape(), huge.shape());
+  for (int64_t i = 0; i < huge.num_elements(); i += 4099) {
+    ASSERT_EQ(static_cast<const float*>(twice.data())[i],
+              2 * static_cast<const float*>(huge.data())[i])
+        << "element " << i;
+  }
+  // Beyond what even a chunked call carries: refused before it is sent
+  // (the tensor's pages are never touched).
+  RemoteParameter x =
+      *client_->CreateParameter(a_->address(), "x", DType::kFloat32, {1});
   absl::Status status = context.AccumulateGradients(
-      {{v, *Tensor::AllocateHost(DType::kFloat32, {16 << 20})}});
+      {{x, *Tensor::AllocateHost(DType::kFloat32,
+                                 {(kMaxChunkedPayloadBytes / 4) + 1})}});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("split the batch"));
 }
