@@ -111,12 +111,21 @@ TEST_F(TlsTest, BearerTokenIsRequiredWhenConfigured) {
     options.auth_token = "s3cret-token";
     Client client(options);
     EXPECT_TRUE(RoundTrip(client, worker->address()).ok());
+    // Steps travel on a stream: the daemon answers it (no such optimizer).
+    EXPECT_EQ(client.Step(worker->address(), 12345, client.NewContextId())
+                  .status()
+                  .code(),
+              absl::StatusCode::kNotFound);
   }
   {
     ClientOptions options = TlsClientOptions();
     options.auth_token = "wrong";
     Client client(options);
     absl::Status status = RoundTrip(client, worker->address());
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(status.message(), HasSubstr("not valid"));
+    status =
+        client.Step(worker->address(), 12345, client.NewContextId()).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
     EXPECT_THAT(status.message(), HasSubstr("not valid"));
   }
