@@ -9,6 +9,10 @@
 // (no thread per worker), and bounds each step by a deadline that a
 // watchdog enforces (a stream's own gRPC deadline covers its whole life).
 //
+// An open stream holds one daemon thread while it waits for the next step
+// (gRPC's synchronous server), so a client opens no more streams to a
+// worker than it has steps in flight to it at once.
+//
 // A stream that broke while idle (a daemon restarted or shut down) shows
 // only when the next step is sent on it; that step is then sent once more
 // on a fresh stream. Resending is safe because a daemon applies a step of
