@@ -103,9 +103,15 @@ class StepStreams::Call {
   // The outcome of the step sent last.
   absl::StatusOr<v1::StepResponse> Await() {
     v1::StepOutcome outcome;
-    if (!broken_ && !stream_->Read(&outcome)) broken_ = true;
+    const bool replied = !broken_ && stream_->Read(&outcome);
     watchdog_->Disarm(&context_);
-    if (broken_) return Close();
+    if (!replied) {
+      broken_ = true;
+      return Close();
+    }
+    // The watchdog cancelled the call just as the reply came: the reply
+    // stands, the stream cannot serve another step.
+    if (timed_out_) broken_ = true;
     if (outcome.code() == 0) return outcome.response();
     const int code = outcome.code();
     return FromGrpcCall(grpc::Status(code > 0 && code <= 16
