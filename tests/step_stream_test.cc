@@ -4,7 +4,9 @@
 // up, and steps still apply once.
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -117,8 +119,14 @@ TEST(StepStreamTest, ShutdownDoesNotWaitForAnIdleStream) {
 }
 
 TEST(StepStreamTest, AStepInFlightAtShutdownIsAnsweredFirst) {
+  // The daemon inherits the variable: its slow step creates the marker.
+  const std::string marker =
+      std::string(std::getenv("TEST_TMPDIR")) + "/slow_sgd_stepping";
+  std::remove(marker.c_str());
+  setenv("DISTOPT_SLOW_SGD_MARKER", marker.c_str(), 1);
   std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(
       {"--optimizer_plugin=" + PluginPath("libslow_sgd_plugin.so")});
+  unsetenv("DISTOPT_SLOW_SGD_MARKER");
   ASSERT_NE(worker, nullptr);
   Client client;
   const Stepping s = MakeOptimizer(client, worker->address(), "slow_sgd",
@@ -128,7 +136,12 @@ TEST(StepStreamTest, AStepInFlightAtShutdownIsAnsweredFirst) {
   std::thread stepper([&] {
     stepped = client.Step(worker->address(), s.optimizer_id, context_id);
   });
-  absl::SleepFor(absl::Milliseconds(300));  // The step is sleeping now.
+  // SIGTERM once the step is under way (its update sleeps for a second).
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!std::ifstream(marker).good() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(std::ifstream(marker).good()) << "the step never started";
   worker->Signal(SIGTERM);
   stepper.join();
   ASSERT_TRUE(stepped.ok()) << stepped.status();

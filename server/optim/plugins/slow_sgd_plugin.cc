@@ -1,7 +1,11 @@
 // A test plugin: plain SGD that sleeps `delay_seconds` before each update,
 // so that tests can hold a step in flight (client deadlines, shutdown while
-// stepping) without relying on the timing of real work.
+// stepping) without relying on the timing of real work. When the daemon's
+// environment names a file in DISTOPT_SLOW_SGD_MARKER, an update creates it
+// before sleeping: a test can wait for the step to be under way.
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -31,6 +35,9 @@ class SlowSgd : public distopt::OptimizerKind {
 
   void Update(const distopt::UpdateArgs& a) const override {
     const distopt::Hyperparameters& h = *a.hyperparameters;
+    if (const char* marker = std::getenv("DISTOPT_SLOW_SGD_MARKER")) {
+      std::ofstream(marker) << "stepping\n";
+    }
     std::this_thread::sleep_for(
         std::chrono::duration<double>(h.number("delay_seconds")));
     const float lr = static_cast<float>(h.number("lr"));
