@@ -4,6 +4,13 @@
 // loopback) doing the same in the same run (goal: p50 at least 5x lower).
 //
 //   bazel run -c opt //bench:distributed_step_bench
+//   bazel run -c opt //bench:distributed_step_bench -- \
+//       --benchmark_filter='BM_DistributedStep/1/' --benchmark_format=json
+//
+// Arguments of BM_DistributedStep: workers, layout (0: small, 1: large),
+// kind (0: sgd, 1: adam). The counters carry p50/p99 of our step, the
+// unary fan-out's p50 and the PyTorch peer's p50/p99 and ratio; a summary
+// line per case follows the table.
 //
 // The gradients are put in each context before the timing; only the step
 // (all owners in parallel) is timed, as in the PyTorch peer. For reference
@@ -20,8 +27,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/strings/str_format.h"
 #include "bench/timing.h"
+#include "benchmark/benchmark.h"
 #include "client/client.h"
 #include "client/dist_autograd_context.h"
 #include "client/distributed_optimizer.h"
@@ -36,7 +44,7 @@ struct Layout {
   std::string name;
   int count;
   int64_t elements;
-  int iterations;
+  int iterations;  // For the PyTorch peer; ours runs until the timing settles.
 };
 
 const Layout kLayouts[] = {{"small", 10, 1 << 10, 300},
@@ -84,6 +92,11 @@ class UnaryFanOut {
     }
     pool_ = std::make_unique<ThreadPool>(static_cast<int>(owners_.size()));
   }
+  ~UnaryFanOut() {
+    for (const Owner& owner : owners_) {
+      client_->DeleteOptimizer(owner.worker, owner.optimizer_id).IgnoreError();
+    }
+  }
 
   bool Step(uint64_t context_id) {
     std::vector<char> ok(owners_.size(), 0);
@@ -120,77 +133,158 @@ class UnaryFanOut {
   std::unique_ptr<ThreadPool> pool_;
 };
 
-void Run(int workers) {
+// The daemons of the worker count being measured: started when a benchmark
+// asks for a new count (they run grouped by count), with the PyTorch peer's
+// latencies for that count.
+struct Workers {
+  int count = 0;
   std::vector<std::unique_ptr<LocalWorker>> daemons;
-  for (int i = 0; i < workers; ++i) {
+  std::map<std::string, std::pair<double, double>> torch;
+};
+
+absl::StatusOr<Workers*> WorkersFor(int count) {
+  static Workers* current = new Workers;
+  if (current->count == count) return current;
+  current->daemons.clear();
+  current->count = 0;
+  for (int i = 0; i < count; ++i) {
     absl::StatusOr<std::unique_ptr<LocalWorker>> worker =
         LocalWorker::Start({});
-    if (!worker.ok()) {
-      std::printf("cannot start a worker: %s\n",
-                  worker.status().ToString().c_str());
+    if (!worker.ok()) return worker.status();
+    current->daemons.push_back(*std::move(worker));
+  }
+  current->torch = TorchLatencies(count);
+  current->count = count;
+  return current;
+}
+
+// One (workers, layout, kind): every iteration steps a fresh context once
+// through DistributedOptimizer (the timed step) and once through the unary
+// fan-out. The manual time is the streamed step's.
+void BM_DistributedStep(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  const Layout& layout = kLayouts[state.range(1)];
+  const char* kind = kKinds[state.range(2)];
+  absl::StatusOr<Workers*> running = WorkersFor(workers);
+  if (!running.ok()) {
+    state.SkipWithError(std::string(running.status().message()).c_str());
+    return;
+  }
+  static int created = 0;
+  Client client;
+  std::vector<RemoteParameter> parameters;
+  for (int i = 0; i < layout.count; ++i) {
+    absl::StatusOr<RemoteParameter> parameter = client.CreateParameter(
+        (*running)->daemons[i % workers]->address(),
+        absl::StrCat("p", created++), DType::kFloat32, {layout.elements});
+    if (!parameter.ok()) {
+      state.SkipWithError(std::string(parameter.status().message()).c_str());
       return;
     }
-    daemons.push_back(*std::move(worker));
+    parameters.push_back(*parameter);
   }
-  const auto torch = TorchLatencies(workers);
-  Client client;
-  int created = 0;
-  for (const Layout& layout : kLayouts) {
-    for (const char* kind : kKinds) {
-      std::vector<RemoteParameter> parameters;
-      for (int i = 0; i < layout.count; ++i) {
-        parameters.push_back(*client.CreateParameter(
-            daemons[i % workers]->address(), absl::StrCat("p", created++),
-            DType::kFloat32, {layout.elements}));
-      }
-      auto optimizer = *DistributedOptimizer::Create(
-          &client, kind, parameters, {{"lr", hyper::Number(1e-3)}});
-      UnaryFanOut unary(&client, kind, parameters);
-      Tensor gradient =
-          *Tensor::AllocateHost(DType::kFloat32, {layout.elements});
-      std::fill_n(static_cast<float*>(gradient.data()), layout.elements, 1.0f);
-      std::vector<std::pair<RemoteParameter, Tensor>> pushes;
-      for (const RemoteParameter& p : parameters)
-        pushes.emplace_back(p, gradient);
-      std::vector<double> micros;
-      std::vector<double> unary_micros;
-      for (int it = 0; it < layout.iterations; ++it) {
-        DistAutogradContext context(&client);
-        if (!context.AccumulateGradients(pushes).ok()) return;
-        bool stepped = false;
-        micros.push_back(1e6 * bench::SecondsOf([&] {
-                           stepped = optimizer->Step(context.id()).ok();
-                         }));
-        if (!stepped) return;
-        // The unary optimizers step the same context's gradients.
-        unary_micros.push_back(1e6 * bench::SecondsOf([&] {
-                                 stepped = unary.Step(context.id());
-                               }));
-        if (!stepped) return;
-      }
-      const double p50 = bench::Percentile(micros, 0.5);
-      const double p99 = bench::Percentile(micros, 0.99);
-      std::printf(
-          "%d worker(s) %-5s %-4s  distopt p50 %6.0f us  p99 %6.0f us  "
-          "(unary Step p50 %6.0f us)",
-          workers, layout.name.c_str(), kind, p50, p99,
-          bench::Percentile(unary_micros, 0.5));
-      auto it = torch.find(absl::StrCat(workers, " ", layout.name, " ", kind));
-      if (it != torch.end()) {
-        std::printf(
-            "  torch p50 %6.0f us  p99 %6.0f us  p50 ratio %.1fx (goal >= 5)\n",
-            it->second.first, it->second.second, it->second.first / p50);
-      } else {
-        std::printf("  torch: not available\n");
-      }
+  auto optimizer = *DistributedOptimizer::Create(&client, kind, parameters,
+                                                 {{"lr", hyper::Number(1e-3)}});
+  auto unary_optimizers =
+      std::make_unique<UnaryFanOut>(&client, kind, parameters);
+  UnaryFanOut& unary = *unary_optimizers;
+  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, {layout.elements});
+  std::fill_n(static_cast<float*>(gradient.data()), layout.elements, 1.0f);
+  std::vector<std::pair<RemoteParameter, Tensor>> pushes;
+  for (const RemoteParameter& p : parameters) pushes.emplace_back(p, gradient);
+
+  std::vector<double> micros;
+  std::vector<double> unary_micros;
+  for (auto _ : state) {
+    DistAutogradContext context(&client);
+    bool ok = context.AccumulateGradients(pushes).ok();
+    const double seconds = bench::SecondsOf(
+        [&] { ok = ok && optimizer->Step(context.id()).ok(); });
+    // The unary optimizers step the same context's gradients.
+    unary_micros.push_back(
+        1e6 * bench::SecondsOf([&] { ok = ok && unary.Step(context.id()); }));
+    if (!ok) {
+      state.SkipWithError("a step failed");
+      return;
+    }
+    micros.push_back(1e6 * seconds);
+    state.SetIterationTime(seconds);
+  }
+  // The daemons serve the next cases: leave nothing behind.
+  optimizer.reset();
+  unary_optimizers.reset();
+  for (const RemoteParameter& p : parameters) {
+    client.DeleteParameter(p).IgnoreError();
+  }
+  const double p50 = bench::Percentile(micros, 0.5);
+  state.counters["p50_us"] = p50;
+  state.counters["p99_us"] = bench::Percentile(micros, 0.99);
+  state.counters["unary_p50_us"] = bench::Percentile(unary_micros, 0.5);
+  auto torch = (*running)->torch.find(
+      absl::StrCat(workers, " ", layout.name, " ", kind));
+  if (torch != (*running)->torch.end()) {
+    state.counters["torch_p50_us"] = torch->second.first;
+    state.counters["torch_p99_us"] = torch->second.second;
+    state.counters["torch_ratio"] = torch->second.first / p50;
+  }
+  state.SetLabel(absl::StrCat(workers, " worker(s) ", layout.name, " ", kind));
+}
+
+void Arguments(benchmark::internal::Benchmark* b) {
+  for (int workers : {1, 2, 4}) {
+    for (int layout = 0; layout < 2; ++layout) {
+      for (int kind = 0; kind < 2; ++kind) b->Args({workers, layout, kind});
     }
   }
 }
+BENCHMARK(BM_DistributedStep)
+    ->Apply(Arguments)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Prints one line per case with the goal, after the framework's table.
+class GoalReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      lines_.push_back(Line(run));
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\n");
+    for (const std::string& line : lines_) std::printf("%s\n", line.c_str());
+  }
+
+ private:
+  static std::string Line(const Run& run) {
+    auto value = [&](const char* name) {
+      auto it = run.counters.find(name);
+      return it == run.counters.end() ? -1.0 : it->second.value;
+    };
+    std::string line = absl::StrFormat(
+        "%-22s distopt p50 %6.0f us  p99 %6.0f us  (unary Step p50 %6.0f us)",
+        run.report_label, value("p50_us"), value("p99_us"),
+        value("unary_p50_us"));
+    if (value("torch_p50_us") < 0) return line + "  torch: not available";
+    return line + absl::StrFormat(
+                      "  torch p50 %6.0f us  p99 %6.0f us  p50 ratio %.1fx "
+                      "(goal >= 5)",
+                      value("torch_p50_us"), value("torch_p99_us"),
+                      value("torch_ratio"));
+  }
+
+  std::vector<std::string> lines_;
+};
 
 }  // namespace
 }  // namespace distopt
 
-int main() {
-  for (int workers : {1, 2, 4}) distopt::Run(workers);
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  distopt::GoalReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   return 0;
 }
