@@ -5,18 +5,29 @@
 // torch.optim's foreach implementation on the same sizes (goal: faster).
 //
 //   bazel run -c opt //bench:optimizer_step_bench
+//   bazel run -c opt //bench:optimizer_step_bench -- \
+//       --benchmark_filter='BM_OptimizerStep/0/'     # Adam only
+//
+// Arguments of BM_OptimizerStep: workload (0 adam, 1 sgd_momentum,
+// 2 adagrad), device (0 cpu, 1 cuda:0; skipped without a GPU). Counters:
+// the best step, the copy bandwidth and the ratio to it, the torch peer's
+// step and our speedup; a goal line per case follows the table.
 //
 // The torch peer needs Debian's python3-torch (tools/install_deps.sh
 // --with-torch); without it only the bandwidth ratios are printed.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/timing.h"
+#include "benchmark/benchmark.h"
 #include "common/tensor.h"
 #include "common/thread_pool.h"
 #include "server/optim/functional_optimizer.h"
@@ -100,79 +111,133 @@ double TorchSecondsPerStep(const std::string& name, const Device& device) {
   return seconds;
 }
 
-void Run(const Workload& w, const Device& device, double bandwidth, double goal,
-         const OptimizerRegistry& registry) {
-  std::shared_ptr<Backend> backend = *GetBackend(device);
+const Workload kWorkloads[] = {
+    // Arrays per element: Adam reads p, g, m, v and writes p, m, v; SGD
+    // with momentum and Adagrad read p, g, buf and write p, buf.
+    {"adam", "adam", {{"lr", 1e-3}}, 7},
+    {"sgd_momentum", "sgd", {{"lr", 1e-2}, {"momentum", 0.9}}, 5},
+    {"adagrad", "adagrad", {{"lr", 1e-2}}, 5},
+};
+
+// The copy bandwidth a step is held against: memcpy on the host threads,
+// or a device-to-device copy. Measured once per device, outside any timing.
+double CopyBandwidth(const Device& device, Backend& backend) {
+  static auto* measured = new std::map<std::string, double>;
+  auto [it, added] = measured->try_emplace(device.ToString(), 0.0);
+  if (added) {
+    it->second =
+        device.is_cpu() ? MemcpyBandwidth() : DeviceCopyBandwidth(backend);
+  }
+  return it->second;
+}
+
+// Arguments: workload (kWorkloads), device (0: cpu, 1: cuda:0).
+void BM_OptimizerStep(benchmark::State& state) {
+  const Workload& w = kWorkloads[state.range(0)];
+  const Device device = state.range(1) == 0 ? Device::Cpu() : Device::Cuda(0);
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device);
+  if (!backend.ok()) {
+    state.SkipWithError(absl::StrCat(device.ToString(), ": skipped (",
+                                     backend.status().message(), ")")
+                            .c_str());
+    return;
+  }
+  static auto* registry = OptimizerRegistry::WithBuiltins().release();
   std::vector<ParameterLayout> layouts(kTensors,
                                        {DType::kFloat32, {kElements}});
   auto optimizer = *FunctionalOptimizer::Create(
-      *registry.Find(w.kind), w.hyperparameters, layouts, device);
+      *registry->Find(w.kind), w.hyperparameters, layouts, device);
   std::vector<Tensor> params, grads;
   std::vector<Tensor*> param_ptrs;
   std::vector<const Tensor*> grad_ptrs;
   for (int64_t t = 0; t < kTensors; ++t) {
-    params.push_back(*Tensor::Allocate(backend, DType::kFloat32, {kElements}));
-    grads.push_back(*Tensor::Allocate(backend, DType::kFloat32, {kElements}));
-    backend->Fill(params.back().data(), DType::kFloat32, kElements, 0.0)
+    params.push_back(*Tensor::Allocate(*backend, DType::kFloat32, {kElements}));
+    grads.push_back(*Tensor::Allocate(*backend, DType::kFloat32, {kElements}));
+    (*backend)
+        ->Fill(params.back().data(), DType::kFloat32, kElements, 0.0)
         .IgnoreError();
-    backend->Fill(grads.back().data(), DType::kFloat32, kElements, 0.01)
+    (*backend)
+        ->Fill(grads.back().data(), DType::kFloat32, kElements, 0.01)
         .IgnoreError();
   }
   for (int64_t t = 0; t < kTensors; ++t) {
     param_ptrs.push_back(&params[t]);
     grad_ptrs.push_back(&grads[t]);
   }
+  const double bandwidth = CopyBandwidth(device, **backend);
   optimizer->Step(param_ptrs, grad_ptrs).IgnoreError();  // Creates the state.
-  const double seconds = BestSeconds(3, kSteps / 3 + 1, [&] {
-    optimizer->Step(param_ptrs, grad_ptrs).IgnoreError();
-  });
   const double bytes =
       static_cast<double>(w.arrays_touched) * kTensors * kElements * 4;
-  std::printf(
-      "%-5s %-13s step %8.2f ms  %7.2f GB/s  %.2f of copy (goal >= %.2f)",
-      device.ToString().c_str(), w.name.c_str(), seconds * 1e3,
-      bytes / seconds / 1e9, bytes / seconds / bandwidth, goal);
+  std::vector<double> seconds;
+  for (auto _ : state) {
+    bool ok = false;
+    seconds.push_back(bench::SecondsOf(
+        [&] { ok = optimizer->Step(param_ptrs, grad_ptrs).ok(); }));
+    if (!ok) {
+      state.SkipWithError("the step failed");
+      return;
+    }
+  }
+  // The best step, as the bandwidth figure (the VM's noise only adds).
+  const double best = *std::min_element(seconds.begin(), seconds.end());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.counters["best_ms"] = best * 1e3;
+  state.counters["copy_GBps"] = bandwidth / 1e9;
+  state.counters["copy_ratio"] = bytes / best / bandwidth;
   const double torch = TorchSecondsPerStep(w.name, device);
   if (torch > 0) {
-    std::printf("  torch foreach %8.2f ms  speedup %.2fx (goal > 1)\n",
-                torch * 1e3, torch / seconds);
-  } else {
-    std::printf("  torch: not available\n");
+    state.counters["torch_ms"] = torch * 1e3;
+    state.counters["torch_speedup"] = torch / best;
   }
+  state.SetLabel(absl::StrCat(device.ToString(), " ", w.name));
 }
+BENCHMARK(BM_OptimizerStep)
+    ->ArgsProduct({{0, 1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Iterations(kSteps)  // One run per case: each allocates 1 GiB or more.
+    ->Unit(benchmark::kMillisecond);
+
+// A goal line per case after the framework's table.
+class GoalReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (!run.error_occurred) lines_.push_back(Line(run));
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\n");
+    for (const std::string& line : lines_) std::printf("%s\n", line.c_str());
+  }
+
+ private:
+  static std::string Line(const Run& run) {
+    auto value = [&](const char* name) {
+      auto it = run.counters.find(name);
+      return it == run.counters.end() ? -1.0 : it->second.value;
+    };
+    const bool cpu = run.report_label.rfind("cpu", 0) == 0;
+    std::string line = absl::StrFormat(
+        "%-18s step %8.2f ms  %.2f x %s bandwidth (%.1f GB/s; goal >= %.2f)",
+        run.report_label, value("best_ms"), value("copy_ratio"),
+        cpu ? "memcpy" : "device copy", value("copy_GBps"), cpu ? 0.7 : 0.85);
+    if (value("torch_ms") < 0) return line + "  torch: not available";
+    return line +
+           absl::StrFormat("  torch foreach %8.2f ms  speedup %.2fx (goal > 1)",
+                           value("torch_ms"), value("torch_speedup"));
+  }
+
+  std::vector<std::string> lines_;
+};
 
 }  // namespace
 }  // namespace distopt
 
-int main() {
-  using distopt::Workload;
-  auto registry = distopt::OptimizerRegistry::WithBuiltins();
-  const double bandwidth = distopt::MemcpyBandwidth();
-  std::printf("64M fp32 parameters in 64 tensors; memcpy %.2f GB/s\n",
-              bandwidth / 1e9);
-  // Arrays per element: Adam reads p, g, m, v and writes p, m, v; SGD with
-  // momentum and Adagrad read p, g, buf and write p, buf.
-  const Workload workloads[] = {
-      {"adam", "adam", {{"lr", 1e-3}}, 7},
-      {"sgd_momentum", "sgd", {{"lr", 1e-2}, {"momentum", 0.9}}, 5},
-      {"adagrad", "adagrad", {{"lr", 1e-2}}, 5},
-  };
-  for (const Workload& w : workloads) {
-    distopt::Run(w, distopt::Device::Cpu(), bandwidth, 0.7, *registry);
-  }
-  absl::StatusOr<std::shared_ptr<distopt::Backend>> gpu =
-      distopt::GetBackend(distopt::Device::Cuda(0));
-  if (!gpu.ok()) {
-    std::printf("cuda: skipped (%s)\n",
-                std::string(gpu.status().message()).c_str());
-    return 0;
-  }
-  const double device_bandwidth = distopt::DeviceCopyBandwidth(**gpu);
-  std::printf("cuda:0 device-to-device copy %.1f GB/s\n",
-              device_bandwidth / 1e9);
-  for (const Workload& w : workloads) {
-    distopt::Run(w, distopt::Device::Cuda(0), device_bandwidth, 0.85,
-                 *registry);
-  }
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  distopt::GoalReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   return 0;
 }
