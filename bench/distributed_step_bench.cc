@@ -5,7 +5,7 @@
 //
 //   bazel run -c opt //bench:distributed_step_bench
 //   bazel run -c opt //bench:distributed_step_bench -- \
-//       --benchmark_filter='BM_DistributedStep/1/' --benchmark_format=json
+//       --benchmark_filter='BM_DistributedStep/1/' --benchmark_out=step.json
 //
 // Arguments of BM_DistributedStep: workers, layout (0: small, 1: large),
 // kind (0: sgd, 1: adam). The counters carry p50/p99 of our step, the
@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/summary_reporter.h"
 #include "bench/timing.h"
 #include "benchmark/benchmark.h"
 #include "client/client.h"
@@ -142,8 +143,19 @@ struct Workers {
   std::map<std::string, std::pair<double, double>> torch;
 };
 
-absl::StatusOr<Workers*> WorkersFor(int count) {
+Workers& Current() {
   static Workers* current = new Workers;
+  return *current;
+}
+
+// Stops the daemons still running (at the end of the run).
+void StopWorkers() {
+  Current().daemons.clear();
+  Current().count = 0;
+}
+
+absl::StatusOr<Workers*> WorkersFor(int count) {
+  Workers* current = &Current();
   if (current->count == count) return current;
   current->daemons.clear();
   current->count = 0;
@@ -242,49 +254,31 @@ BENCHMARK(BM_DistributedStep)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Prints one line per case with the goal, after the framework's table.
-class GoalReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.error_occurred) continue;
-      lines_.push_back(Line(run));
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    std::printf("\n");
-    for (const std::string& line : lines_) std::printf("%s\n", line.c_str());
-  }
-
- private:
-  static std::string Line(const Run& run) {
-    auto value = [&](const char* name) {
-      auto it = run.counters.find(name);
-      return it == run.counters.end() ? -1.0 : it->second.value;
-    };
+// A line per case: our step against the goal and the PyTorch peer.
+void Summary(const std::vector<bench::BenchmarkRun>& runs) {
+  for (const bench::BenchmarkRun& run : runs) {
+    auto value = [&](const char* name) { return bench::Counter(run, name); };
     std::string line = absl::StrFormat(
         "%-22s distopt p50 %6.0f us  p99 %6.0f us  (unary Step p50 %6.0f us)",
         run.report_label, value("p50_us"), value("p99_us"),
         value("unary_p50_us"));
-    if (value("torch_p50_us") < 0) return line + "  torch: not available";
-    return line + absl::StrFormat(
-                      "  torch p50 %6.0f us  p99 %6.0f us  p50 ratio %.1fx "
-                      "(goal >= 5)",
-                      value("torch_p50_us"), value("torch_p99_us"),
-                      value("torch_ratio"));
+    if (value("torch_p50_us") < 0) {
+      line += "  torch: not available";
+    } else {
+      line += absl::StrFormat(
+          "  torch p50 %6.0f us  p99 %6.0f us  p50 ratio %.1fx (goal >= 5)",
+          value("torch_p50_us"), value("torch_p99_us"), value("torch_ratio"));
+    }
+    std::printf("%s\n", line.c_str());
   }
-
-  std::vector<std::string> lines_;
-};
+}
 
 }  // namespace
 }  // namespace distopt
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  distopt::GoalReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  return 0;
+  const int status =
+      distopt::bench::RunBenchmarks(argc, argv, distopt::Summary);
+  distopt::StopWorkers();
+  return status;
 }

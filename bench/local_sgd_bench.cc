@@ -6,11 +6,16 @@
 // every step (the bytes, and the time of 4 steps either way).
 //
 //   bazel run -c opt //bench:local_sgd_bench
+//   bazel run -c opt //bench:local_sgd_bench -- --benchmark_filter=Averaging
+//
+// Cases: BM_Averaging, BM_FourSteps/0 (all-reduce every step), /1 (period
+// 4). Each starts its own two ranks; a summary follows the table.
 //
 // Each rank's gradients sit in one context, stepped again and again (a
 // post-local SGD step does not consume them). Averaging time: with period 2
 // and no gradient reduction, the median of the steps that average minus
 // the median of those that do not (both take one plain SGD step).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,7 +23,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/data_parallel_ranks.h"
+#include "bench/summary_reporter.h"
+#include "benchmark/benchmark.h"
 #include "client/data_parallel.h"
 
 namespace distopt {
@@ -84,76 +92,128 @@ std::vector<double> StepTimes(Client& client,
   return seconds;
 }
 
-void Run() {
-  Client client;
-  const auto torch = TorchPeer();
-  const double model_mib =
-      static_cast<double>(kLayers) * kSize * kSize * 4 / (1 << 20);
+const double kModelMib =
+    static_cast<double>(kLayers) * kSize * kSize * 4 / (1 << 20);
 
-  // Period 2, no gradient reduction: even steps average, odd ones do not.
+const std::map<std::string, double>& Torch() {
+  static const auto* figures = new std::map<std::string, double>(TorchPeer());
+  return *figures;
+}
+
+// The averaging time: period 2 and no gradient reduction, so even steps
+// average and odd ones do not; the median of the first minus the median of
+// the second (both take one plain SGD step). Two warm-up steps.
+void BM_Averaging(benchmark::State& state) {
+  Client client;
   v1::CreatePostLocalSgdRequest alternate;
   alternate.mutable_periodic()->set_period(2);
   alternate.set_no_post_local_gradient_allreduce(true);
-  const std::vector<double> alternating = StepTimes(client, alternate);
-  // Gradients all-reduced at every step, never averaged: data parallelism.
-  v1::CreatePostLocalSgdRequest every_step;
-  every_step.mutable_periodic()->set_period(1000000);
-  every_step.mutable_periodic()->set_warmup_steps(1000000);
-  every_step.set_start_localsgd_iter(1000000);
-  const std::vector<double> reducing = StepTimes(client, every_step);
-  // Post-local SGD with period 4.
-  v1::CreatePostLocalSgdRequest period4;
-  period4.mutable_periodic()->set_period(4);
-  period4.set_no_post_local_gradient_allreduce(true);
-  const std::vector<double> local = StepTimes(client, period4);
-  if (alternating.empty() || reducing.empty() || local.empty()) return;
-
+  double averaging = 0;
   std::vector<double> averaging_steps, plain_steps;
-  for (int s = 2; s < kSteps; ++s) {  // Two warm-up steps.
-    (s % 2 == 0 ? averaging_steps : plain_steps).push_back(alternating[s]);
+  for (auto _ : state) {
+    const std::vector<double> seconds = StepTimes(client, alternate);
+    if (seconds.empty()) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    for (int s = 2; s < kSteps; ++s) {
+      (s % 2 == 0 ? averaging_steps : plain_steps).push_back(seconds[s]);
+    }
+    averaging = Median(averaging_steps) - Median(plain_steps);
+    state.SetIterationTime(std::max(averaging, 0.0));
   }
-  const double averaging = Median(averaging_steps) - Median(plain_steps);
+  state.counters["step_with_averaging_s"] = Median(averaging_steps);
+  state.counters["step_without_s"] = Median(plain_steps);
+  auto torch = Torch().find("averaging");
+  if (torch != Torch().end()) {
+    state.counters["torch_s"] = torch->second;
+    state.counters["torch_ratio"] = torch->second / averaging;
+  }
+  state.SetLabel("averaging the parameters");
+}
+BENCHMARK(BM_Averaging)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Four steps after warm-up (steps 4..7): /0 with a gradient all-reduce at
+// every step and no averaging (data parallelism), /1 post-local SGD with
+// period 4 and no gradient reduction.
+void BM_FourSteps(benchmark::State& state) {
+  const bool local = state.range(0) == 1;
+  Client client;
+  v1::CreatePostLocalSgdRequest spec;
+  if (local) {
+    spec.mutable_periodic()->set_period(4);
+    spec.set_no_post_local_gradient_allreduce(true);
+  } else {
+    spec.mutable_periodic()->set_period(1000000);
+    spec.mutable_periodic()->set_warmup_steps(1000000);
+    spec.set_start_localsgd_iter(1000000);
+  }
+  for (auto _ : state) {
+    const std::vector<double> seconds = StepTimes(client, spec);
+    if (seconds.empty()) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    double four = 0;
+    for (int s = 4; s < 8; ++s) four += seconds[s];
+    state.SetIterationTime(four);
+  }
+  state.counters["allreduced_MiB_per_rank"] = (local ? 1 : 4) * kModelMib;
+  auto torch = Torch().find("gradient_allreduce");
+  if (!local && torch != Torch().end()) {
+    state.counters["torch_4_allreduces_s"] = 4 * torch->second;
+  }
+  state.SetLabel(local ? "4 steps of post-local SGD, period 4"
+                       : "4 steps with a gradient all-reduce each");
+}
+BENCHMARK(BM_FourSteps)
+    ->DenseRange(0, 1)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// A line per case against the goal and the PyTorch peer, and what period 4
+// saves over the all-reduce at every step.
+void Summary(const std::vector<bench::BenchmarkRun>& runs) {
   std::printf("model: %d x %lld x %lld fp32 (%.0f MiB), 2 ranks\n", kLayers,
               static_cast<long long>(kSize), static_cast<long long>(kSize),
-              model_mib);
-  std::printf(
-      "distopt averaging %.3f s (step with averaging %.3f s, "
-      "without %.3f s)\n",
-      averaging, Median(averaging_steps), Median(plain_steps));
-  auto it = torch.find("averaging");
-  if (it != torch.end()) {
-    std::printf(
-        "torch   PeriodicModelAverager.average_parameters %.3f s: "
-        "torch/distopt %.2fx (goal > 1)\n",
-        it->second, it->second / averaging);
-  } else {
-    std::printf("torch: not available (set DISTOPT_TORCH_PYTHON)\n");
+              kModelMib);
+  double every_step = -1, local = -1;
+  for (const bench::BenchmarkRun& run : runs) {
+    auto value = [&](const char* name) { return bench::Counter(run, name); };
+    const double seconds = run.GetAdjustedRealTime() / 1e3;
+    std::string line =
+        absl::StrFormat("distopt %-40s %.3f s", run.report_label, seconds);
+    if (value("torch_ratio") >= 0) {
+      line += absl::StrFormat(
+          "  torch PeriodicModelAverager %.3f s: torch/distopt %.2fx "
+          "(goal > 1)",
+          value("torch_s"), value("torch_ratio"));
+    }
+    if (value("allreduced_MiB_per_rank") >= 0) {
+      line += absl::StrFormat(", %.0f MiB all-reduced per rank",
+                              value("allreduced_MiB_per_rank"));
+      (value("allreduced_MiB_per_rank") > kModelMib ? every_step : local) =
+          seconds;
+    }
+    if (value("torch_4_allreduces_s") >= 0) {
+      line += absl::StrFormat("  (torch: 4 flat gradient all-reduces %.3f s)",
+                              value("torch_4_allreduces_s"));
+    }
+    std::printf("%s\n", line.c_str());
   }
-  // Four steps from step 4 on (warm-up done): steps 4..7 and 8..11.
-  double four_reducing = 0, four_local = 0;
-  for (int s = 4; s < 8; ++s) {
-    four_reducing += reducing[s];
-    four_local += local[s];
-  }
-  std::printf(
-      "4 steps with a gradient all-reduce each: %.3f s, %.0f MiB "
-      "all-reduced per rank\n",
-      four_reducing, 4 * model_mib);
-  std::printf(
-      "4 steps of post-local SGD, period 4:     %.3f s, %.0f MiB "
-      "all-reduced per rank (saves %.0f%% of the bytes, %.3f s)\n",
-      four_local, model_mib, 75.0, four_reducing - four_local);
-  auto reduce = torch.find("gradient_allreduce");
-  if (reduce != torch.end()) {
-    std::printf("torch   one flat gradient all-reduce %.3f s (x4 = %.3f s)\n",
-                reduce->second, 4 * reduce->second);
+  if (every_step >= 0 && local >= 0) {
+    std::printf("period 4 saves 75%% of the bytes and %.3f s per 4 steps\n",
+                every_step - local);
   }
 }
 
 }  // namespace
 }  // namespace distopt
 
-int main() {
-  distopt::Run();
-  return 0;
+int main(int argc, char** argv) {
+  return distopt::bench::RunBenchmarks(argc, argv, distopt::Summary);
 }

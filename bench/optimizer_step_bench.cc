@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/summary_reporter.h"
 #include "bench/timing.h"
 #include "benchmark/benchmark.h"
 #include "common/tensor.h"
@@ -197,47 +198,29 @@ BENCHMARK(BM_OptimizerStep)
     ->Iterations(kSteps)  // One run per case: each allocates 1 GiB or more.
     ->Unit(benchmark::kMillisecond);
 
-// A goal line per case after the framework's table.
-class GoalReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (!run.error_occurred) lines_.push_back(Line(run));
-    }
-  }
-  void Finalize() override {
-    ConsoleReporter::Finalize();
-    std::printf("\n");
-    for (const std::string& line : lines_) std::printf("%s\n", line.c_str());
-  }
-
- private:
-  static std::string Line(const Run& run) {
-    auto value = [&](const char* name) {
-      auto it = run.counters.find(name);
-      return it == run.counters.end() ? -1.0 : it->second.value;
-    };
+// A line per case: the step against copy bandwidth and the PyTorch peer.
+void Summary(const std::vector<bench::BenchmarkRun>& runs) {
+  for (const bench::BenchmarkRun& run : runs) {
+    auto value = [&](const char* name) { return bench::Counter(run, name); };
     const bool cpu = run.report_label.rfind("cpu", 0) == 0;
     std::string line = absl::StrFormat(
         "%-18s step %8.2f ms  %.2f x %s bandwidth (%.1f GB/s; goal >= %.2f)",
         run.report_label, value("best_ms"), value("copy_ratio"),
         cpu ? "memcpy" : "device copy", value("copy_GBps"), cpu ? 0.7 : 0.85);
-    if (value("torch_ms") < 0) return line + "  torch: not available";
-    return line +
-           absl::StrFormat("  torch foreach %8.2f ms  speedup %.2fx (goal > 1)",
-                           value("torch_ms"), value("torch_speedup"));
+    if (value("torch_ms") < 0) {
+      line += "  torch: not available";
+    } else {
+      line +=
+          absl::StrFormat("  torch foreach %8.2f ms  speedup %.2fx (goal > 1)",
+                          value("torch_ms"), value("torch_speedup"));
+    }
+    std::printf("%s\n", line.c_str());
   }
-
-  std::vector<std::string> lines_;
-};
+}
 
 }  // namespace
 }  // namespace distopt
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  distopt::GoalReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  return 0;
+  return distopt::bench::RunBenchmarks(argc, argv, distopt::Summary);
 }

@@ -8,6 +8,13 @@
 // the unsharded optimizer's; step time no worse than PyTorch's.
 //
 //   bazel run -c opt //bench:zero_step_bench
+//   bazel run -c opt //bench:zero_step_bench --
+//   --benchmark_filter=BM_ZeroStep/1
+//
+// Cases: BM_ZeroStep/0 (per-parameter broadcast), /1 (bucket view), /2
+// (overlap), BM_PlainAdam. Counters: each rank's optimizer state, its share
+// of the unsharded state, and the PyTorch peer's figures; a goal line per
+// case follows the table.
 //
 // Each rank's gradients are put in one context before the timing; a timed
 // step is one Step RPC on both ranks at once, which averages the gradients
@@ -26,8 +33,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/strings/str_format.h"
 #include "bench/data_parallel_ranks.h"
+#include "bench/summary_reporter.h"
+#include "benchmark/benchmark.h"
 #include "client/client.h"
 #include "client/data_parallel.h"
 #include "client/local_worker.h"
@@ -148,78 +157,118 @@ double RunPlain(Client& client) {
       [&] { return PushGradients(client, ranks); });
 }
 
-std::string Bytes(const std::vector<int64_t>& per_rank) {
-  std::string text;
-  for (int64_t bytes : per_rank) {
-    absl::StrAppend(&text, text.empty() ? "" : " / ", bytes / (1 << 20),
-                    " MiB");
-  }
-  return text;
+constexpr int64_t kModelBytes = int64_t{kLayers} * kSize * kSize * 4;
+constexpr int64_t kUnshardedState = 2 * kModelBytes;  // Adam: two buffers.
+
+// The PyTorch peer's figures, run once, when a case first needs them.
+const std::map<std::string, TorchFigures>& Torch() {
+  static const auto* figures =
+      new std::map<std::string, TorchFigures>(TorchPeer());
+  return *figures;
 }
 
-void Run() {
+// Arguments of BM_ZeroStep: 0 per-parameter broadcast, 1 bucket view,
+// 2 overlap. Each case starts its own two ranks; the manual time is the
+// median step (bench::TimeSteps), so one iteration suffices.
+void BM_ZeroStep(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
   Client client;
-  const int64_t model_bytes = int64_t{kLayers} * kSize * kSize * 4;
-  const int64_t unsharded_state = 2 * model_bytes;  // Adam: two buffers.
-  const auto torch = TorchPeer();
-  const ZeroFigures per_parameter = RunZero(client, false, false);
-  const ZeroFigures bucketed = RunZero(client, true, false);
-  const ZeroFigures overlapped = RunZero(client, false, true);
+  ZeroFigures figures;
+  for (auto _ : state) {
+    figures = RunZero(client, /*bucket_view=*/mode == 1, /*overlap=*/mode == 2);
+    if (figures.step_s < 0 ||
+        static_cast<int>(figures.state_bytes.size()) != kWorld) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    state.SetIterationTime(figures.step_s);
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    state.counters[absl::StrCat("state_MiB_rank", r)] =
+        static_cast<double>(figures.state_bytes[r]) / (1 << 20);
+  }
+  state.counters["state_of_unsharded"] =
+      static_cast<double>(*std::max_element(figures.state_bytes.begin(),
+                                            figures.state_bytes.end())) /
+      kUnshardedState;
+  auto torch = Torch().find("zero");
+  if (torch != Torch().end()) {
+    state.counters["torch_s"] = torch->second.allreduce_and_step_s;
+    state.counters["torch_step_alone_s"] = torch->second.step_s;
+    state.counters["torch_ratio"] =
+        torch->second.allreduce_and_step_s / figures.step_s;
+    for (int r = 0; r < kWorld; ++r) {
+      state.counters[absl::StrCat("torch_state_MiB_rank", r)] =
+          static_cast<double>(torch->second.state_bytes[r]) / (1 << 20);
+    }
+  }
+  state.SetLabel(mode == 0   ? "ZeRO, per-parameter broadcast"
+                 : mode == 1 ? "ZeRO, bucket view"
+                             : "ZeRO, overlap");
+}
+BENCHMARK(BM_ZeroStep)
+    ->DenseRange(0, 2)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Without ZeRO, for reference: a plain Adam over the whole model per rank.
+void BM_PlainAdam(benchmark::State& state) {
+  Client client;
+  double seconds = -1;
+  for (auto _ : state) {
+    seconds = RunPlain(client);
+    if (seconds < 0) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    state.SetIterationTime(seconds);
+  }
+  state.counters["state_MiB_rank0"] =
+      static_cast<double>(kUnshardedState) / (1 << 20);
+  auto torch = Torch().find("plain");
+  if (torch != Torch().end()) {
+    state.counters["torch_s"] = torch->second.step_s;
+    state.counters["torch_ratio"] = torch->second.step_s / seconds;
+  }
+  state.SetLabel("plain Adam, whole model per rank (no all-reduce)");
+}
+BENCHMARK(BM_PlainAdam)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// A line per case: the step and each rank's state against the goals and
+// the PyTorch peer.
+void Summary(const std::vector<bench::BenchmarkRun>& runs) {
   std::printf("model: %d x %lld x %lld fp32 (%lld MiB), Adam, %d ranks\n",
               kLayers, static_cast<long long>(kSize),
               static_cast<long long>(kSize),
-              static_cast<long long>(model_bytes >> 20), kWorld);
-  auto torch_zero = torch.find("zero");
-  for (const auto& [name, figures] :
-       {std::make_pair("ZeRO, per-parameter broadcast", per_parameter),
-        std::make_pair("ZeRO, bucket view", bucketed),
-        std::make_pair("ZeRO, overlap", overlapped)}) {
-    std::printf(
-        "distopt %-30s step %.3f s  optimizer state per rank %s "
-        "(%.2f of unsharded; goal %.2f)\n",
-        name, figures.step_s, Bytes(figures.state_bytes).c_str(),
-        figures.state_bytes.empty()
-            ? 0.0
-            : static_cast<double>(*std::max_element(
-                  figures.state_bytes.begin(), figures.state_bytes.end())) /
-                  unsharded_state,
-        1.0 / kWorld);
-    if (torch_zero != torch.end()) {
-      std::printf(
-          "    vs torch ZeroRedundancyOptimizer all-reduce + step %.3f s"
-          ": torch/distopt %.2fx (goal >= 1)\n",
-          torch_zero->second.allreduce_and_step_s,
-          torch_zero->second.allreduce_and_step_s / figures.step_s);
+              static_cast<long long>(kModelBytes >> 20), kWorld);
+  for (const bench::BenchmarkRun& run : runs) {
+    auto value = [&](const char* name) { return bench::Counter(run, name); };
+    const bool sharded = value("state_of_unsharded") >= 0;
+    std::string line = absl::StrFormat(
+        "distopt %-48s step %.3f s  state per rank %.0f MiB", run.report_label,
+        run.GetAdjustedRealTime() / 1e3, value("state_MiB_rank0"));
+    if (sharded) {
+      line += absl::StrFormat(" (%.2f of unsharded; goal %.2f)",
+                              value("state_of_unsharded"), 1.0 / kWorld);
     }
-  }
-  if (torch_zero != torch.end()) {
-    std::printf(
-        "torch   ZeroRedundancyOptimizer        step alone %.3f s, "
-        "with the all-reduce %.3f s, state per rank %s\n",
-        torch_zero->second.step_s, torch_zero->second.allreduce_and_step_s,
-        Bytes(torch_zero->second.state_bytes).c_str());
-  } else {
-    std::printf("torch: not available (set DISTOPT_TORCH_PYTHON)\n");
-  }
-  const double plain = RunPlain(client);
-  std::printf(
-      "distopt plain Adam, whole model per rank  step %.3f s "
-      "(no all-reduce)  state per rank %lld MiB\n",
-      plain, static_cast<long long>(unsharded_state >> 20));
-  auto torch_plain = torch.find("plain");
-  if (torch_plain != torch.end()) {
-    std::printf(
-        "torch   plain Adam                     step alone %.3f s "
-        "(torch/distopt %.2fx), state per rank %s\n",
-        torch_plain->second.step_s, torch_plain->second.step_s / plain,
-        Bytes(torch_plain->second.state_bytes).c_str());
+    if (value("torch_s") < 0) {
+      line += "  torch: not available";
+    } else {
+      line += absl::StrFormat("  torch %.3f s: torch/distopt %.2fx%s",
+                              value("torch_s"), value("torch_ratio"),
+                              sharded ? " (goal >= 1)" : "");
+    }
+    std::printf("%s\n", line.c_str());
   }
 }
 
 }  // namespace
 }  // namespace distopt
 
-int main() {
-  distopt::Run();
-  return 0;
+int main(int argc, char** argv) {
+  return distopt::bench::RunBenchmarks(argc, argv, distopt::Summary);
 }
