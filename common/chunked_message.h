@@ -38,20 +38,23 @@ bool WriteChunked(const google::protobuf::Message& message, Writer* writer) {
 }
 
 // Reads chunks until the stream ends and parses them into `message`.
-// INVALID_ARGUMENT naming `field` when the chunks do not add up to the total
-// the first one announced, or do not parse.
+// INVALID_ARGUMENT naming `field` when the first chunk announces more than
+// `max_total` bytes (before any is buffered), when the chunks do not add up
+// to the total it announced, or when they do not parse.
 template <typename Reader>
-absl::Status ReadChunked(Reader* reader, absl::string_view field,
-                         google::protobuf::Message* message) {
+absl::Status ReadChunked(
+    Reader* reader, absl::string_view field, google::protobuf::Message* message,
+    int64_t max_total = std::numeric_limits<int32_t>::max()) {
   std::string bytes;
   int64_t total = -1;
   v1::MessageChunk chunk;
   while (reader->Read(&chunk)) {
     if (total < 0) {
       total = chunk.total_bytes();
-      if (total < 0 || total > std::numeric_limits<int32_t>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".total_bytes: ", total, "; expected 0 to 2 GiB"));
+      if (total < 0 || total > max_total) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".total_bytes: ", total, "; expected 0 to ",
+                         max_total, " bytes"));
       }
       bytes.reserve(total);
     }

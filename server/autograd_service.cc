@@ -64,7 +64,9 @@ template <typename Request, typename Response, typename Serve>
 grpc::Status ServeChunked(AutogradServiceImpl::ChunkStream* stream,
                           Serve serve) {
   Request request;
-  absl::Status status = ReadChunked(stream, "request", &request);
+  // The tensors, plus room for the rest of the message.
+  absl::Status status = ReadChunked(stream, "request", &request,
+                                    kMaxChunkedPayloadBytes + (16 << 20));
   if (!status.ok()) return ToGrpcStatus(status);
   Response response;
   status = serve(request, &response);

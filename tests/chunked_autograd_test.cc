@@ -69,6 +69,12 @@ TEST_F(ChunkedAutogradTest, MalformedChunksAreRefusedWithTheReason) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("request.total_bytes: -1"));
 
+  // More than a chunked call carries: refused before anything is buffered.
+  status = Send({Chunk(int64_t{2100} << 20, "abc")});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("request.total_bytes: 2202009600; expected 0 to"));
+
   const std::string garbage(64, '\xff');
   status = Send({Chunk(garbage.size(), garbage)});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
