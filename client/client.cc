@@ -88,7 +88,9 @@ absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
       client_id_(std::random_device{}() & 0xffffu),
-      step_streams_(options_.rpc_timeout) {}
+      step_streams_(options_.rpc_timeout, [this](const std::string& worker) {
+        return Channel(worker);
+      }) {}
 
 uint64_t Client::NewContextId() {
   const uint64_t counter =
@@ -257,13 +259,7 @@ absl::StatusOr<v1::StepResponse> Client::Step(const std::string& worker,
 
 std::vector<absl::StatusOr<v1::StepResponse>> Client::StepAll(
     const std::vector<StepTarget>& targets, uint64_t context_id) {
-  std::vector<StepStreams::Target> streams;
-  streams.reserve(targets.size());
-  for (const StepTarget& target : targets) {
-    streams.push_back(
-        {target.worker, Channel(target.worker), target.optimizer_id});
-  }
-  return step_streams_.StepAll(streams, context_id);
+  return step_streams_.StepAll(targets, context_id);
 }
 
 absl::StatusOr<v1::OptimizerInfo> Client::SetHyperparameters(

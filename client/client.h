@@ -146,10 +146,7 @@ class Client {
                                         uint64_t context_id);
   // Steps optimizer `optimizer_id` on `worker` for every (worker,
   // optimizer_id) at once, and waits for all: one result each, in order.
-  struct StepTarget {
-    std::string worker;
-    uint64_t optimizer_id = 0;
-  };
+  using StepTarget = StepStreams::Target;
   std::vector<absl::StatusOr<v1::StepResponse>> StepAll(
       const std::vector<StepTarget>& targets, uint64_t context_id);
   absl::StatusOr<v1::OptimizerInfo> SetHyperparameters(

@@ -75,11 +75,12 @@ class StepStreams::Watchdog {
 // sends it.
 class StepStreams::Call {
  public:
-  Call(const Target& target, absl::Duration timeout, Watchdog* watchdog)
-      : worker_(target.worker),
+  Call(const std::string& worker, std::shared_ptr<grpc::Channel> channel,
+       absl::Duration timeout, Watchdog* watchdog)
+      : worker_(worker),
         timeout_(timeout),
         watchdog_(watchdog),
-        stub_(v1::OptimizerService::NewStub(target.channel)) {
+        stub_(v1::OptimizerService::NewStub(std::move(channel))) {
     // The first step's headers go out with its request, not on their own.
     context_.set_initial_metadata_corked(true);
     stream_ = stub_->StepStream(&context_);
@@ -161,8 +162,10 @@ class StepStreams::Call {
   absl::Status closed_status_;
 };
 
-StepStreams::StepStreams(absl::Duration timeout)
-    : timeout_(timeout), watchdog_(std::make_unique<Watchdog>(timeout)) {}
+StepStreams::StepStreams(absl::Duration timeout, ChannelFor channel_for)
+    : timeout_(timeout),
+      channel_for_(std::move(channel_for)),
+      watchdog_(std::make_unique<Watchdog>(timeout)) {}
 
 StepStreams::~StepStreams() {
   absl::MutexLock lock(&mutex_);
@@ -180,7 +183,8 @@ std::unique_ptr<StepStreams::Call> StepStreams::Take(const Target& target,
       return call;
     }
   }
-  return std::make_unique<Call>(target, timeout_, watchdog_.get());
+  return std::make_unique<Call>(target.worker, channel_for_(target.worker),
+                                timeout_, watchdog_.get());
 }
 
 void StepStreams::Return(std::unique_ptr<Call> call) {

@@ -20,6 +20,7 @@
 #ifndef DISTOPT_CLIENT_STEP_STREAMS_H_
 #define DISTOPT_CLIENT_STEP_STREAMS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,12 +40,14 @@ class StepStreams {
  public:
   struct Target {
     std::string worker;
-    std::shared_ptr<grpc::Channel> channel;
     uint64_t optimizer_id = 0;
   };
+  // The channel to a worker; asked only when a new stream is opened.
+  using ChannelFor =
+      std::function<std::shared_ptr<grpc::Channel>(const std::string& worker)>;
 
   // Each step must be answered within `timeout`.
-  explicit StepStreams(absl::Duration timeout);
+  StepStreams(absl::Duration timeout, ChannelFor channel_for);
   // Closes every open stream.
   ~StepStreams();
   StepStreams(const StepStreams&) = delete;
@@ -64,6 +67,7 @@ class StepStreams {
   void Return(std::unique_ptr<Call> call);
 
   const absl::Duration timeout_;
+  const ChannelFor channel_for_;
   const std::unique_ptr<Watchdog> watchdog_;
   absl::Mutex mutex_;
   // Idle open streams by worker address.

@@ -30,7 +30,7 @@ bool WriteChunked(const google::protobuf::Message& message, Writer* writer) {
     v1::MessageChunk chunk;
     if (offset == 0) chunk.set_total_bytes(bytes.size());
     const int64_t size = std::min<int64_t>(kChunkBytes, bytes.size() - offset);
-    chunk.set_data(bytes.substr(offset, size));
+    chunk.set_data(bytes.data() + offset, size);
     if (!writer->Write(chunk)) return false;
     offset += size;
   } while (offset < static_cast<int64_t>(bytes.size()));
