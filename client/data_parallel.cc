@@ -1,14 +1,18 @@
 #include "client/data_parallel.h"
 
 #include "client/streamed_calls.h"
+#include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 
 namespace distopt {
 namespace {
 
-absl::Duration CollectiveTimeout(int64_t timeout_ms) {
-  return absl::Milliseconds(timeout_ms == 0 ? 60000 : timeout_ms);
+// How long the daemon may wait for the other ranks. A timeout it refuses
+// fails at once, so any wait does then.
+absl::Duration CollectiveWait(int64_t timeout_ms) {
+  return CollectiveTimeout(timeout_ms, "timeout_ms")
+      .value_or(absl::Milliseconds(kDefaultCollectiveTimeoutMilliseconds));
 }
 
 // One unary call whose daemon may wait `wait` for the other ranks.
@@ -38,7 +42,7 @@ void SetChanges(int group, const HyperparameterMap& changes, Request* request) {
 
 absl::StatusOr<v1::ZeroInfo> RemoteZero::Create(
     const v1::CreateZeroRequest& request) {
-  collective_timeout_ = CollectiveTimeout(request.timeout_ms());
+  collective_timeout_ = CollectiveWait(request.timeout_ms());
   v1::ZeroInfo info;
   absl::Status status = Call<v1::ZeroService>(
       *client_, worker_, "CreateZero", collective_timeout_,
@@ -127,7 +131,7 @@ absl::StatusOr<v1::ZeroInfo> RemoteZero::Get() {
 
 absl::StatusOr<v1::PostLocalSgdInfo> RemoteLocalSgd::Create(
     const v1::CreatePostLocalSgdRequest& request) {
-  collective_timeout_ = CollectiveTimeout(request.timeout_ms());
+  collective_timeout_ = CollectiveWait(request.timeout_ms());
   v1::PostLocalSgdInfo info;
   absl::Status status = Call<v1::LocalSgdService>(
       *client_, worker_, "CreatePostLocalSgd", collective_timeout_,

@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "common/device.h"
 #include "grpc/grpc.h"
-#include "server/worker_server.h"
+#include "server/daemon/worker_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "host:port to serve on; port 0 picks a free port, reported on "

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "server/optim/state_dict_proto.h"
+#include "server/optim/wire_optimizer.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {

@@ -20,8 +20,8 @@
 #include "absl/time/time.h"
 #include "common/backend.h"
 #include "common/tensor.h"
-#include "server/memory_budget.h"
-#include "server/parameter.h"
+#include "server/params/memory_budget.h"
+#include "server/params/parameter.h"
 
 namespace distopt {
 

@@ -4,7 +4,7 @@
 #include "common/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/parameter_store.h"
+#include "server/params/parameter_store.h"
 
 namespace distopt {
 namespace {

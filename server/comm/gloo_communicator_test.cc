@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/comm/gloo_test_ranks.h"
+#include "server/comm/testing/gloo_test_ranks.h"
 
 namespace distopt {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "server/autograd/parameter_locks.h"
+#include "server/data_parallel/locked_collective.h"
 
 namespace distopt {
 namespace {
@@ -26,16 +26,14 @@ absl::Status LocalSgdRunner::CheckCreatedLocked() const {
   return absl::OkStatus();
 }
 
-LocalSgdStatus LocalSgdRunner::StatusLocked() const {
-  LocalSgdStatus status;
+LocalSgdInfo LocalSgdRunner::StatusLocked() const {
+  LocalSgdInfo status;
   status.kind = spec_.kind;
   status.world_size = optimizer_->world_size();
-  if (GroupMembership* membership = daemon_.membership->load()) {
-    status.rank = membership->rank();
-  }
+  status.rank = resources_.rank();
   status.step = optimizer_->step();
   status.next_averaging = optimizer_->averager().NextAveraging(status.step);
-  const PostLocalSgdOptions& options = optimizer_->options();
+  const LocalSgdOptions& options = optimizer_->options();
   status.next_gradient_group_size =
       status.step < options.start_localsgd_iter ? status.world_size
       : options.post_local_gradient_allreduce   ? options.subgroup_size
@@ -44,10 +42,10 @@ LocalSgdStatus LocalSgdRunner::StatusLocked() const {
   return status;
 }
 
-absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<const OptimizerKind*> kind = daemon_.kinds->Find(spec.kind);
+  absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
@@ -66,21 +64,22 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
     spec.options.subgroup_size = *per_host;
   }
   absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*daemon_.parameters, spec.groups, 0);
+      FindNamedGroups(*resources_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
-  const std::vector<std::shared_ptr<Parameter>> all = Flatten(*groups);
-  ExclusiveParameterLocks locks(all);
-  std::vector<ZeroParamGroup> tensor_groups;
-  for (size_t g = 0; g < groups->size(); ++g) {
-    tensor_groups.push_back(ToTensorGroup(spec.groups[g], (*groups)[g]));
-  }
   std::vector<std::string> warnings;
-  absl::StatusOr<std::unique_ptr<PostLocalSgdOptimizer>> optimizer;
-  absl::Status ran =
-      (*membership)->RunInGroup(spec.timeout, [&](CommunicatorGroup& group) {
-        optimizer = PostLocalSgdOptimizer::Create(
-            group, *kind, spec.kind, tensor_groups, spec.options, &warnings);
-        return optimizer.status();
+  absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
+  absl::Status ran = RunLockedCollective(
+      **membership, spec.timeout, *groups,
+      [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
+        std::vector<ParamGroup> param_groups;
+        for (size_t g = 0; g < groups->size(); ++g) {
+          param_groups.push_back(ToParamGroup(spec.groups[g], (*groups)[g]));
+        }
+        optimizer =
+            LocalSgdOptimizer::Create(communicators, *kind, spec.kind,
+                                      param_groups, spec.options, &warnings);
+        if (!optimizer.ok()) return optimizer.status();
+        return false;
       });
   if (!ran.ok()) return ran;
   Log(warnings);
@@ -92,39 +91,36 @@ absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Create(LocalSgdSpec spec) {
 }
 
 absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      daemon_.Context(context_id);
+      resources_.Context(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  GroupGradients gradients;
-  CollectGradients(**context, groups_, &gradients);
-  const std::vector<std::shared_ptr<Parameter>> all = Flatten(groups_);
-  ExclusiveParameterLocks locks(all);
   const int averaged =
       optimizer_->averager().GroupSizeAt(optimizer_->step()).value_or(0);
   absl::Status status =
-      (*membership)->RunInGroup(spec_.timeout, [&](CommunicatorGroup& group) {
-        return optimizer_->Step(group, gradients.pointers);
-      });
+      RunCollectiveStep(**membership, spec_.timeout, **context, groups_,
+                        [&](CommunicatorGroup& communicators,
+                            const GroupGradientPointers& gradients) {
+                          return optimizer_->Step(communicators, gradients);
+                        });
   if (!status.ok()) return status;
-  BumpVersions(all);
   return averaged;
 }
 
-absl::StatusOr<LocalSgdStatus> LocalSgdRunner::Get() const {
+absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Get() const {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
   return StatusLocked();
 }
 
-absl::StatusOr<LocalSgdStatus> LocalSgdRunner::SetHyperparameters(
+absl::StatusOr<LocalSgdInfo> LocalSgdRunner::SetHyperparameters(
     int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();

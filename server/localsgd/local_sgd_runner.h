@@ -16,12 +16,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/autograd/context_table.h"
-#include "server/comm/group_membership.h"
-#include "server/localsgd/post_local_sgd.h"
-#include "server/optim/registry.h"
-#include "server/parameter_store.h"
-#include "server/zero/named_groups.h"
+#include "server/data_parallel/named_groups.h"
+#include "server/data_parallel/rank_resources.h"
+#include "server/localsgd/local_sgd_optimizer.h"
 
 namespace distopt {
 
@@ -29,11 +26,11 @@ struct LocalSgdSpec {
   std::string kind;
   std::vector<NamedGroupSpec> groups;
   // subgroup_size 0: the ranks on this daemon's host.
-  PostLocalSgdOptions options;
+  LocalSgdOptions options;
   absl::Duration timeout = absl::Seconds(60);
 };
 
-struct LocalSgdStatus {
+struct LocalSgdInfo {
   std::string kind;
   int rank = 0;
   int world_size = 0;
@@ -45,14 +42,15 @@ struct LocalSgdStatus {
 
 class LocalSgdRunner {
  public:
-  explicit LocalSgdRunner(const RankResources& daemon) : daemon_(daemon) {}
+  explicit LocalSgdRunner(const RankResources& resources)
+      : resources_(resources) {}
 
-  absl::StatusOr<LocalSgdStatus> Create(LocalSgdSpec spec)
+  absl::StatusOr<LocalSgdInfo> Create(LocalSgdSpec spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the size of the group this step averaged in (0: none).
   absl::StatusOr<int> Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::StatusOr<LocalSgdStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::StatusOr<LocalSgdStatus> SetHyperparameters(
+  absl::StatusOr<LocalSgdInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<LocalSgdInfo> SetHyperparameters(
       int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<std::pair<OptimizerStateDict, int64_t>> GetStateDict() const
@@ -64,14 +62,14 @@ class LocalSgdRunner {
 
  private:
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  LocalSgdStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  LocalSgdInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  const RankResources daemon_;
+  const RankResources resources_;
 
   mutable absl::Mutex mutex_;
   LocalSgdSpec spec_ ABSL_GUARDED_BY(mutex_);
   ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
-  std::unique_ptr<PostLocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
+  std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
 };
 

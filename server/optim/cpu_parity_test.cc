@@ -1,6 +1,6 @@
 // Every golden case from torch.optim, run by the CPU loops.
 #include "gtest/gtest.h"
-#include "server/optim/golden_parity.h"
+#include "server/optim/testing/golden_parity.h"
 
 namespace distopt {
 namespace {

@@ -2,7 +2,7 @@
 // cuda:0. Without a GPU every case reports itself skipped.
 #include "common/backend.h"
 #include "gtest/gtest.h"
-#include "server/optim/golden_parity.h"
+#include "server/optim/testing/golden_parity.h"
 
 namespace distopt {
 namespace {

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
-#include "server/optim/state_dict_proto.h"
+#include "server/optim/wire_optimizer.h"
 
 namespace distopt {
 namespace {

@@ -40,7 +40,7 @@ absl::Status BroadcastBucket(Communicator& communicator,
 }  // namespace
 
 absl::Status BroadcastFromOwner(Communicator& communicator,
-                                const std::vector<ZeroParamGroup>& groups,
+                                const std::vector<ParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
                                 bool as_buckets, std::vector<char>* scratch) {

@@ -11,16 +11,16 @@
 
 #include "absl/status/status.h"
 #include "server/comm/communicator.h"
-#include "server/zero/gradient_buckets.h"
+#include "server/data_parallel/gradient_buckets.h"
+#include "server/data_parallel/param_groups.h"
 #include "server/zero/partition.h"
-#include "server/zero/zero_specification.h"
 
 namespace distopt {
 
 // Collective. Sends `owner`'s stepped parameters to all ranks. Buckets are
 // packed in `scratch`, which the caller keeps from step to step.
 absl::Status BroadcastFromOwner(Communicator& communicator,
-                                const std::vector<ZeroParamGroup>& groups,
+                                const std::vector<ParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
                                 bool as_buckets, std::vector<char>* scratch);

@@ -4,14 +4,30 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "server/zero/collective_hyperparameters.h"
+#include "server/data_parallel/collective_hyperparameters.h"
 #include "server/zero/parameter_broadcast.h"
 
 namespace distopt {
+namespace {
+
+// What the ranks must agree on: the kind, the groups and the options.
+SpecificationParts DescribeZero(const std::string& kind_name,
+                                const std::vector<ParamGroup>& groups,
+                                const ZeroOptions& options,
+                                int first_group = 0) {
+  SpecificationParts parts =
+      DescribeSpecification(kind_name, groups, first_group);
+  parts.emplace_back("options", absl::StrCat("parameters_as_bucket_view=",
+                                             options.parameters_as_bucket_view,
+                                             " overlap=", options.overlap));
+  return parts;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
-    const std::string& kind_name, std::vector<ZeroParamGroup> groups,
+    const std::string& kind_name, std::vector<ParamGroup> groups,
     const ZeroOptions& options) {
   std::unique_ptr<ZeroOptimizer> zero(
       new ZeroOptimizer(communicator, kind, kind_name, options));
@@ -19,7 +35,7 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
       *communicator, CheckHostFloatingParameters(groups, 0), "the parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
-      *communicator, DescribeSpecification(kind_name, groups, options));
+      *communicator, DescribeZero(kind_name, groups, options));
   if (!same.ok()) return same;
   absl::Status made = AgreeOnEveryRank(
       *communicator, zero->Extend(std::move(groups)), "the optimizer");
@@ -27,14 +43,14 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
   return zero;
 }
 
-absl::Status ZeroOptimizer::AddParamGroup(ZeroParamGroup group) {
+absl::Status ZeroOptimizer::AddParamGroup(ParamGroup group) {
   absl::Status valid = AgreeOnEveryRank(
       *communicator_, CheckHostFloatingParameters({group}, groups_.size()),
       "the new group's parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator_,
-      DescribeSpecification(kind_name_, {group}, options_, groups_.size()));
+      DescribeZero(kind_name_, {group}, options_, groups_.size()));
   if (!same.ok()) return same;
   return AgreeOnEveryRank(*communicator_, Extend({std::move(group)}),
                           "the new group");
@@ -52,10 +68,10 @@ absl::Status ZeroOptimizer::SetHyperparameters(
                                        changes);
 }
 
-absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
+absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
   std::vector<std::vector<int64_t>> counts;
   for (const auto* list : {&groups_, &added}) {
-    for (const ZeroParamGroup& group : *list) {
+    for (const ParamGroup& group : *list) {
       counts.emplace_back();
       for (const Tensor* p : group.params) {
         counts.back().push_back(p->num_elements());
@@ -101,23 +117,22 @@ absl::Status ZeroOptimizer::Extend(std::vector<ZeroParamGroup> added) {
   return absl::OkStatus();
 }
 
-absl::Status ZeroOptimizer::Step(
-    const std::vector<std::vector<const Tensor*>>& grads) {
+absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads) {
   absl::Status valid = CheckGradients(groups_, grads);
   if (!valid.ok()) return valid;
   return Round(grads, /*active=*/true).status();
 }
 
 absl::StatusOr<bool> ZeroOptimizer::ShadowStep() {
-  std::vector<std::vector<const Tensor*>> none(groups_.size());
+  GroupGradientPointers none(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     none[g].assign(groups_[g].params.size(), nullptr);
   }
   return Round(none, /*active=*/false);
 }
 
-absl::StatusOr<bool> ZeroOptimizer::Round(
-    const std::vector<std::vector<const Tensor*>>& grads, bool active) {
+absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
+                                          bool active) {
   // First, one small all-reduce: how many ranks are still active (a joined
   // rank only shadows the others), and which parameters have a gradient
   // somewhere. Every rank then issues the same collectives.
@@ -136,7 +151,8 @@ absl::StatusOr<bool> ZeroOptimizer::Round(
       present[g].push_back(header[k++] > 0);
     }
   }
-  GradientBuckets buckets(groups_, partition_, present, &gradient_storage_);
+  GradientBuckets buckets(groups_, partition_.owner, communicator_->size(),
+                          present, &gradient_storage_);
   status = buckets.Fill(grads);
   if (!status.ok()) return status;
   status = options_.overlap ? OverlappedAverageStepAndSend(buckets, present)

@@ -19,12 +19,22 @@
 
 #include "absl/status/statusor.h"
 #include "server/comm/communicator.h"
+#include "server/data_parallel/gradient_buckets.h"
+#include "server/data_parallel/param_groups.h"
 #include "server/optim/functional_optimizer.h"
-#include "server/zero/gradient_buckets.h"
 #include "server/zero/partition.h"
-#include "server/zero/zero_specification.h"
 
 namespace distopt {
+
+struct ZeroOptions {
+  // Parameters reach the other ranks through one flat bucket per (owner
+  // rank, dtype) instead of one broadcast per parameter.
+  bool parameters_as_bucket_view = false;
+  // Gradients are averaged one owner's bucket at a time on a communication
+  // thread, so a rank steps its partition while the later buckets are
+  // still being reduced.
+  bool overlap = false;
+};
 
 class ZeroOptimizer {
  public:
@@ -35,7 +45,7 @@ class ZeroOptimizer {
   // not given the same specification.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
-      const std::string& kind_name, std::vector<ZeroParamGroup> groups,
+      const std::string& kind_name, std::vector<ParamGroup> groups,
       const ZeroOptions& options = {});
 
   // grads[g][i] for params[g][i] (the parameter's dtype and shape; null
@@ -43,7 +53,7 @@ class ZeroOptimizer {
   // averaged with zeros for the ranks without one, as DDP does; one with
   // none anywhere is skipped. Errors of the collectives (a lost rank) come
   // back as they are.
-  absl::Status Step(const std::vector<std::vector<const Tensor*>>& grads);
+  absl::Status Step(const GroupGradientPointers& grads);
 
   // For a rank that has run out of data (torch's Join): takes part in the
   // other ranks' next step with no gradients (counting as zeros) and still
@@ -55,7 +65,7 @@ class ZeroOptimizer {
   // after the others (whose owners do not change), and this rank makes
   // state for its share of it. FAILED_PRECONDITION on every rank when the
   // ranks' groups differ.
-  absl::Status AddParamGroup(ZeroParamGroup group);
+  absl::Status AddParamGroup(ParamGroup group);
 
   // Collective: changes group `group`'s hyperparameters on every rank (an
   // LR schedule), as setting torch's param_groups[group] does before a
@@ -92,12 +102,11 @@ class ZeroOptimizer {
         kind_name_(std::move(kind_name)),
         options_(options) {}
 
-  // Partitions the groups and makes the local optimizers of groups
-  // [first, end); nothing changes on failure.
-  absl::Status Extend(std::vector<ZeroParamGroup> added);
+  // Partitions the groups with `added` after them and makes the local
+  // optimizers of the added groups; nothing changes on failure.
+  absl::Status Extend(std::vector<ParamGroup> added);
   // One step round; false when no rank was active.
-  absl::StatusOr<bool> Round(const std::vector<std::vector<const Tensor*>>&,
-                             bool active);
+  absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active);
   absl::Status StepPartition(GradientBuckets& buckets, const Presence& present);
   absl::Status AverageStepAndSend(GradientBuckets& buckets,
                                   const Presence& present);
@@ -115,7 +124,7 @@ class ZeroOptimizer {
   const std::string kind_name_;
   const ZeroOptions options_;
   // As created: the local optimizers hold the current hyperparameters.
-  std::vector<ZeroParamGroup> groups_;
+  std::vector<ParamGroup> groups_;
   ZeroPartition partition_;
   // Per group: the optimizer over this rank's parameters of the group (null
   // when it owns none), in partition order.

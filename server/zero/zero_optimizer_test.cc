@@ -135,7 +135,7 @@ TEST(ZeroOptimizerCreateTest, MismatchedSpecificationsFailOnEveryRank) {
   zero_testing::OnRanks(3, [&](Communicator& communicator) {
     const int r = communicator.rank();
     Tensor p = zero_testing::Initial(0, 0, ParamSpec{{8}});
-    ZeroParamGroup group;
+    ParamGroup group;
     // Rank 2 was given another learning rate.
     group.hyperparameters = {{"lr", r == 2 ? 0.5 : 0.1}};
     group.params = {&p};
@@ -157,7 +157,7 @@ TEST(ZeroOptimizerCreateTest, AParameterOneRankCannotTakeFailsEveryRank) {
   zero_testing::OnRanks(2, [&](Communicator& communicator) {
     const int r = communicator.rank();
     Tensor p = *Tensor::AllocateHost(r == 1 ? DType::kInt64 : kF32, {8});
-    ZeroParamGroup group;
+    ParamGroup group;
     group.hyperparameters = {{"lr", 0.1}};
     group.params = {&p};
     results[r] = ZeroOptimizer::Create(&communicator, *registry->Find("sgd"),
@@ -243,7 +243,7 @@ TEST(ZeroOverlapTest, ARankStepsWhileTheNextBucketIsReduced) {
       // Only rank 0 waits (a short wait on the other would only slow it).
       WatchingCommunicator c(gloo, r == 0 ? 3 : -1,
                              [&] { return *watched != before; });
-      ZeroParamGroup group;
+      ParamGroup group;
       group.hyperparameters = {{"lr", 0.1}};
       group.params = {&params[0], &params[1]};
       ZeroOptions options;

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/autograd/parameter_locks.h"
+#include "server/data_parallel/locked_collective.h"
 
 namespace distopt {
 namespace {
@@ -25,16 +25,14 @@ absl::Status ZeroRunner::CheckCreatedLocked() const {
   return absl::OkStatus();
 }
 
-ZeroStatus ZeroRunner::StatusLocked() const {
-  ZeroStatus status;
+ZeroInfo ZeroRunner::StatusLocked() const {
+  ZeroInfo status;
   status.kind = spec_.kind;
   status.options = spec_.options;
   status.groups = static_cast<int>(groups_.size());
   const ZeroPartition& partition = optimizer_->partition();
   status.world_size = static_cast<int>(partition.load.size());
-  if (GroupMembership* membership = daemon_.membership->load()) {
-    status.rank = membership->rank();
-  }
+  status.rank = resources_.rank();
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].size(); ++i) {
       status.owners.emplace_back(groups_[g][i]->name(), partition.owner[g][i]);
@@ -49,14 +47,14 @@ ZeroStatus ZeroRunner::StatusLocked() const {
 }
 
 void ZeroRunner::PublishLocked() {
-  ZeroStatus status = StatusLocked();
+  ZeroInfo status = StatusLocked();
   // The bytes change only when state is first made (or a group is added):
   // most steps publish nothing, so a step pays no extra round trip to the
   // store. Steps are not published: the ranks step together.
   const std::string record =
       absl::StrCat(status.parameter_bytes, " ", status.gradient_bytes, " ",
                    status.state_bytes);
-  GroupMembership* membership = daemon_.membership->load();
+  GroupMembership* membership = resources_.membership->load();
   if (membership != nullptr && record != published_record_) {
     // Best effort: GetZero then lacks this rank's figures.
     if (membership->Publish(absl::StrCat(kRankBytesKey, status.rank), record)
@@ -68,10 +66,10 @@ void ZeroRunner::PublishLocked() {
   published_ = std::move(status);
 }
 
-absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<const OptimizerKind*> kind = daemon_.kinds->Find(spec.kind);
+  absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
@@ -79,20 +77,22 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Create(const ZeroSpec& spec) {
         "zero: this daemon already has a ZeRO optimizer");
   }
   absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*daemon_.parameters, spec.groups, 0);
+      FindNamedGroups(*resources_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
-  const std::vector<std::shared_ptr<Parameter>> all = Flatten(*groups);
-  ExclusiveParameterLocks locks(all);
-  std::vector<ZeroParamGroup> zero_groups;
-  for (size_t g = 0; g < groups->size(); ++g) {
-    zero_groups.push_back(ToTensorGroup(spec.groups[g], (*groups)[g]));
-  }
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
-  absl::Status ran = (*membership)->Run(spec.timeout, [&](Communicator& c) {
-    optimizer =
-        ZeroOptimizer::Create(&c, *kind, spec.kind, zero_groups, spec.options);
-    return optimizer.status();
-  });
+  absl::Status ran = RunLockedCollective(
+      **membership, spec.timeout, *groups,
+      [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
+        std::vector<ParamGroup> param_groups;
+        for (size_t g = 0; g < groups->size(); ++g) {
+          param_groups.push_back(ToParamGroup(spec.groups[g], (*groups)[g]));
+        }
+        optimizer =
+            ZeroOptimizer::Create(&communicators.global(), *kind, spec.kind,
+                                  std::move(param_groups), spec.options);
+        if (!optimizer.ok()) return optimizer.status();
+        return false;
+      });
   if (!ran.ok()) return ran;
   spec_ = spec;
   groups_ = *std::move(groups);
@@ -108,31 +108,28 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
         "the other ranks' steps until all have joined; expected no Step "
         "until Join returns");
   }
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      daemon_.Context(context_id);
+      resources_.Context(context_id);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  GroupGradients gradients;
-  CollectGradients(**context, groups_, &gradients);
-  const std::vector<std::shared_ptr<Parameter>> all = Flatten(groups_);
-  ExclusiveParameterLocks locks(all);
   consolidated_.reset();  // Stale once the state moves on.
-  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-    return optimizer_->Step(gradients.pointers);
-  });
+  absl::Status status = RunCollectiveStep(
+      **membership, spec_.timeout, **context, groups_,
+      [&](CommunicatorGroup&, const GroupGradientPointers& gradients) {
+        return optimizer_->Step(gradients);
+      });
   if (!status.ok()) return status;
-  BumpVersions(all);
   ++steps_;
   PublishLocked();
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> ZeroRunner::Join() {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   {
     absl::MutexLock lock(&mutex_);
@@ -147,42 +144,45 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
   int64_t shadowed = 0;
   while (true) {
     absl::MutexLock lock(&mutex_);
-    const std::vector<std::shared_ptr<Parameter>> all = Flatten(groups_);
-    ExclusiveParameterLocks locks(all);
     bool more = false;
-    absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-      absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
-      if (!stepped.ok()) return stepped.status();
-      more = *stepped;
-      return absl::OkStatus();
-    });
+    absl::Status status = RunLockedCollective(
+        **membership, spec_.timeout, groups_,
+        [&](CommunicatorGroup&) -> absl::StatusOr<bool> {
+          absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
+          if (!stepped.ok()) return stepped.status();
+          more = *stepped;
+          return more;  // The last round, with no rank active, changes none.
+        });
     if (!status.ok() || !more) {
       joined_ = false;
       if (!status.ok()) return status;
       return shadowed;
     }
     consolidated_.reset();
-    BumpVersions(all);
     ++steps_;
     ++shadowed;
     PublishLocked();
   }
 }
 
-absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
-    const ZeroGroupSpec& group) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
+    const NamedGroupSpec& group) {
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
   absl::StatusOr<ParameterGroups> found =
-      FindNamedGroups(*daemon_.parameters, {group}, groups_.size(), groups_);
+      FindNamedGroups(*resources_.parameters, {group}, groups_.size(), groups_);
   if (!found.ok()) return found.status();
-  ExclusiveParameterLocks locks((*found)[0]);
-  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-    return optimizer_->AddParamGroup(ToTensorGroup(group, (*found)[0]));
-  });
+  absl::Status status = RunLockedCollective(
+      **membership, spec_.timeout, *found,
+      [&](CommunicatorGroup&) -> absl::StatusOr<bool> {
+        absl::Status added =
+            optimizer_->AddParamGroup(ToParamGroup(group, (*found)[0]));
+        if (!added.ok()) return added;
+        return false;
+      });
   if (!status.ok()) return status;
   groups_.push_back((*found)[0]);
   consolidated_.reset();
@@ -190,9 +190,9 @@ absl::StatusOr<ZeroStatus> ZeroRunner::AddParamGroup(
   return StatusLocked();
 }
 
-absl::StatusOr<ZeroStatus> ZeroRunner::SetHyperparameters(
+absl::StatusOr<ZeroInfo> ZeroRunner::SetHyperparameters(
     int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -207,7 +207,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::SetHyperparameters(
 }
 
 absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -295,7 +295,7 @@ absl::StatusOr<OptimizerStateDict> ZeroRunner::ByPositionLocked(
 
 absl::Status ZeroRunner::LoadStateDict(
     const absl::StatusOr<NamedStateDict>& named) {
-  absl::StatusOr<GroupMembership*> membership = daemon_.Group();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
@@ -312,8 +312,8 @@ absl::Status ZeroRunner::LoadStateDict(
   return absl::OkStatus();
 }
 
-absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
-  ZeroStatus status;
+absl::StatusOr<ZeroInfo> ZeroRunner::Get() const {
+  ZeroInfo status;
   {
     absl::MutexLock lock(&published_mutex_);
     if (!published_.has_value()) {
@@ -325,7 +325,7 @@ absl::StatusOr<ZeroStatus> ZeroRunner::Get() const {
   status.joined = joined_;
   // The other ranks' figures come from the store, outside the lock: a slow
   // store must not hold up this rank's steps.
-  GroupMembership* membership = daemon_.membership->load();
+  GroupMembership* membership = resources_.membership->load();
   for (int r = 0; r < status.world_size && membership != nullptr; ++r) {
     absl::StatusOr<std::string> record = membership->Lookup(
         absl::StrCat(kRankBytesKey, r), absl::Milliseconds(200));

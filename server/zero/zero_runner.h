@@ -17,20 +17,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/autograd/context_table.h"
-#include "server/comm/group_membership.h"
-#include "server/optim/registry.h"
-#include "server/parameter_store.h"
-#include "server/zero/named_groups.h"
+#include "server/data_parallel/named_groups.h"
+#include "server/data_parallel/rank_resources.h"
 #include "server/zero/zero_optimizer.h"
 
 namespace distopt {
 
-using ZeroGroupSpec = NamedGroupSpec;
-
 struct ZeroSpec {
   std::string kind;
-  std::vector<ZeroGroupSpec> groups;
+  std::vector<NamedGroupSpec> groups;
   ZeroOptions options;
   absl::Duration timeout = absl::Seconds(60);
 };
@@ -43,7 +38,7 @@ struct ZeroRankBytes {
   int64_t steps = 0;
 };
 
-struct ZeroStatus {
+struct ZeroInfo {
   std::string kind;
   ZeroOptions options;
   int rank = 0;
@@ -67,18 +62,18 @@ struct NamedStateDict {
 
 class ZeroRunner {
  public:
-  explicit ZeroRunner(const RankResources& daemon) : daemon_(daemon) {}
+  explicit ZeroRunner(const RankResources& resources) : resources_(resources) {}
 
   // ALREADY_EXISTS when this daemon has one; NOT_FOUND for an unknown kind
   // or parameter name.
-  absl::StatusOr<ZeroStatus> Create(const ZeroSpec& spec)
+  absl::StatusOr<ZeroInfo> Create(const ZeroSpec& spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the number of the other ranks' steps taken part in.
   absl::StatusOr<int64_t> Join() ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::StatusOr<ZeroStatus> AddParamGroup(const ZeroGroupSpec& group)
+  absl::StatusOr<ZeroInfo> AddParamGroup(const NamedGroupSpec& group)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::StatusOr<ZeroStatus> SetHyperparameters(
+  absl::StatusOr<ZeroInfo> SetHyperparameters(
       int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // True on rank `to`, which then holds the state dict.
@@ -89,19 +84,19 @@ class ZeroRunner {
   // other ranks are then refused too, rather than left waiting).
   absl::Status LoadStateDict(const absl::StatusOr<NamedStateDict>& state_dict)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::StatusOr<ZeroStatus> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<ZeroInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Maps the dict's names onto this model's positions.
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  ZeroStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  ZeroInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Refreshes what Get reports, here and, for the other ranks, in the
   // group's store.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  const RankResources daemon_;
+  const RankResources resources_;
 
   mutable absl::Mutex mutex_;
   ZeroSpec spec_ ABSL_GUARDED_BY(mutex_);
@@ -115,7 +110,7 @@ class ZeroRunner {
   // other ranks' collectives: Step must be refused and Get answered then.
   std::atomic<bool> joined_{false};
   mutable absl::Mutex published_mutex_;
-  std::optional<ZeroStatus> published_ ABSL_GUARDED_BY(published_mutex_);
+  std::optional<ZeroInfo> published_ ABSL_GUARDED_BY(published_mutex_);
 };
 
 }  // namespace distopt

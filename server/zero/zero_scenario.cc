@@ -5,9 +5,8 @@
 #include <optional>
 #include <thread>
 
-#include "common/half.h"
 #include "gtest/gtest.h"
-#include "server/comm/gloo_test_ranks.h"
+#include "server/comm/testing/gloo_test_ranks.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
 #include "server/zero/zero_optimizer.h"
@@ -89,7 +88,7 @@ void RunRank(const Scenario& scenario, const OptimizerKind* kind,
   const int r = communicator.rank();
   std::vector<std::vector<Tensor>>& params = outcome.ranks[r];
   params.resize(scenario.groups.size());
-  std::vector<ZeroParamGroup> groups(scenario.groups.size());
+  std::vector<ParamGroup> groups(scenario.groups.size());
   for (size_t g = 0; g < scenario.groups.size(); ++g) {
     for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
       params[g].push_back(Initial(g, i, scenario.groups[g][i]));
@@ -98,7 +97,7 @@ void RunRank(const Scenario& scenario, const OptimizerKind* kind,
     for (Tensor& p : params[g]) groups[g].params.push_back(&p);
   }
   const bool adds_later = scenario.add_last_group_at >= 0;
-  std::optional<ZeroParamGroup> later;
+  std::optional<ParamGroup> later;
   if (adds_later) {
     later = groups.back();
     groups.pop_back();
@@ -141,54 +140,6 @@ void RunRank(const Scenario& scenario, const OptimizerKind* kind,
 }
 
 }  // namespace
-
-Tensor FromFloats(const std::vector<float>& values, const ParamSpec& spec) {
-  Tensor t = *Tensor::AllocateHost(spec.dtype, spec.shape);
-  switch (spec.dtype) {
-    case DType::kFloat16:
-      FloatToHalf(values, t.host_span<uint16_t>());
-      break;
-    case DType::kBFloat16:
-      FloatToBFloat16(values, t.host_span<uint16_t>());
-      break;
-    default:
-      std::copy(values.begin(), values.end(), t.host_span<float>().begin());
-  }
-  return t;
-}
-
-std::vector<float> ToFloats(const Tensor& t) {
-  std::vector<float> values(t.num_elements());
-  switch (t.dtype()) {
-    case DType::kFloat16:
-      HalfToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
-      break;
-    case DType::kBFloat16:
-      BFloat16ToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
-      break;
-    default:
-      std::copy_n(t.host_span<float>().begin(), values.size(), values.begin());
-  }
-  return values;
-}
-
-Tensor Gradient(int g, int i, int s, int r, const ParamSpec& spec) {
-  std::vector<float> values(NumElements(spec.shape));
-  for (int64_t e = 0; e < static_cast<int64_t>(values.size()); ++e) {
-    values[e] = static_cast<float>(
-                    ((e * 7 + i * 3 + g * 5 + s * 11 + r * 13) % 17) - 8) /
-                64.0f;
-  }
-  return FromFloats(values, spec);
-}
-
-Tensor Initial(int g, int i, const ParamSpec& spec) {
-  std::vector<float> values(NumElements(spec.shape));
-  for (int64_t e = 0; e < static_cast<int64_t>(values.size()); ++e) {
-    values[e] = static_cast<float>((e % 13) - 6) / 8.0f + g + 0.5f * i;
-  }
-  return FromFloats(values, spec);
-}
 
 void OnRanks(int world, const std::function<void(Communicator&)>& body) {
   OnGlooRanks(world, body);

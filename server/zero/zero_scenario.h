@@ -12,18 +12,19 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/tensor.h"
 #include "server/comm/communicator.h"
+#include "server/data_parallel/testing/test_values.h"
 #include "server/optim/hyperparameters.h"
-#include "server/zero/zero_specification.h"
+#include "server/zero/zero_optimizer.h"
 
 namespace distopt {
 namespace zero_testing {
 
-struct ParamSpec {
-  Shape shape;
-  DType dtype = DType::kFloat32;
-};
+using data_parallel_testing::FromFloats;
+using data_parallel_testing::Gradient;
+using data_parallel_testing::Initial;
+using data_parallel_testing::ParamSpec;
+using data_parallel_testing::ToFloats;
 
 struct Scenario {
   std::string kind = "adam";
@@ -51,16 +52,6 @@ struct Outcome {
   int64_t largest_parameter_state = 0;  // One parameter's, at most.
   std::vector<int64_t> shadowed_steps;  // Per rank, from Join.
 };
-
-// Rank r's gradient of parameter (g, i) at step s: multiples of 1/64 small
-// enough that every sum over ranks is exact in float32, in any order.
-Tensor Gradient(int g, int i, int s, int r, const ParamSpec& spec);
-Tensor Initial(int g, int i, const ParamSpec& spec);
-
-// fp32 values as a tensor of spec's dtype (rounded to nearest even), and
-// back.
-Tensor FromFloats(const std::vector<float>& values, const ParamSpec& spec);
-std::vector<float> ToFloats(const Tensor& t);
 
 // Runs body(communicator) on `world` gloo ranks at once.
 void OnRanks(int world, const std::function<void(Communicator&)>& body);

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/optim/state_dict_proto.h"
 #include "server/optim/state_dict_split.h"
+#include "server/optim/wire_optimizer.h"
 #include "server/zero/zero_optimizer.h"
 
 namespace distopt {
@@ -104,7 +104,7 @@ absl::Status ZeroOptimizer::LoadStateDict(
 absl::Status ZeroOptimizer::CheckStateFitsParameters(
     const OptimizerStateDict& dict) const {
   std::vector<const Tensor*> by_position;
-  for (const ZeroParamGroup& group : groups_) {
+  for (const ParamGroup& group : groups_) {
     for (const Tensor* p : group.params) by_position.push_back(p);
   }
   for (const auto& [position, entry] : dict.state) {

@@ -1,0 +1,212 @@
+#include "server/autograd/autograd_engine.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
+#include "common/wire_limits.h"
+#include "server/params/parameter_locks.h"
+#include "server/params/parameter_lookup.h"
+
+namespace distopt {
+namespace {
+
+// A reply over `limit` tensor bytes, refused before anything changed.
+absl::Status ReplyTooLarge(absl::string_view what, int64_t bytes,
+                           int64_t limit) {
+  absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
+      what, " would take ", bytes, " bytes; expected at most ", limit,
+      limit < kMaxChunkedPayloadBytes ? " in a unary call (send it chunked)"
+                                      : " per call (split the batch)"));
+  status.SetPayload(kReplyTooLargeMetadata, absl::Cord("1"));
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
+                                                      int64_t reply_limit) {
+  absl::Status status = ValidateContextId(call.context_id, "context_id");
+  if (!status.ok()) return status;
+  absl::StatusOr<const AutogradOp*> op = ops_->Find(call.op);
+  if (!op.ok()) return op.status();
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
+      FindDistinctParameters(
+          *parameters_, KeysById(call.parameter_ids),
+          [](size_t i) { return absl::StrCat("parameter_ids[", i, "]"); });
+  if (!parameters.ok()) return parameters.status();
+  AutogradContext::ForwardRecord record;
+  record.op = call.op;
+  record.inputs = call.inputs.size();
+  absl::StatusOr<std::vector<Tensor>> outputs;
+  {
+    // Shared locks: a concurrent step cannot change the values mid-forward.
+    SharedParameterLocks locks(*parameters);
+    std::vector<const Tensor*> values;
+    for (const auto& parameter : *parameters) {
+      parameter->mutex().AssertReaderHeld();
+      values.push_back(&parameter->values_shared_locked());
+      record.parameter_ids.push_back(parameter->id());
+      record.parameter_versions.push_back(parameter->version_locked());
+    }
+    outputs = (*op)->Forward(call.inputs, values, &record.saved);
+  }
+  if (!outputs.ok()) return outputs.status();
+  int64_t output_bytes = 0;
+  for (const Tensor& output : *outputs) output_bytes += output.byte_size();
+  if (output_bytes > reply_limit) {
+    return ReplyTooLarge("inputs: the outputs", output_bytes, reply_limit);
+  }
+  for (const Tensor& output : *outputs) {
+    record.outputs.emplace_back(output.dtype(), output.shape());
+  }
+  ForwardResult result;
+  result.outputs = *std::move(outputs);
+  result.forward_id =
+      contexts_->GetOrCreate(call.context_id)->AddForward(std::move(record));
+  return result;
+}
+
+absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
+    uint64_t context_id, uint64_t forward_id,
+    const std::vector<Tensor>& output_gradients, int64_t reply_limit) {
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->Find(context_id);
+  if (!context.ok()) return context.status();
+  absl::StatusOr<std::shared_ptr<const AutogradContext::ForwardRecord>> record =
+      (*context)->Forward(forward_id);
+  if (!record.ok()) return record.status();
+  const AutogradContext::ForwardRecord& forward = **record;
+  if (output_gradients.size() != forward.outputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_gradients: ", output_gradients.size(), " tensors; expected ",
+        forward.outputs.size(), " (one per output)"));
+  }
+  for (size_t i = 0; i < output_gradients.size(); ++i) {
+    const Tensor& gradient = output_gradients[i];
+    const auto& [dtype, shape] = forward.outputs[i];
+    if (gradient.dtype() != dtype || gradient.shape() != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output_gradients[", i, "]: ", DTypeName(gradient.dtype()),
+          ShapeToString(gradient.shape()), "; expected ", DTypeName(dtype),
+          ShapeToString(shape), " as the output"));
+    }
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
+      FindDistinctParameters(
+          *parameters_, KeysById(forward.parameter_ids),
+          [](size_t i) { return absl::StrCat("parameter_ids[", i, "]"); });
+  if (!parameters.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "forward ", forward_id, ": ", parameters.status().message()));
+  }
+  absl::StatusOr<OpGradients> gradients;
+  {
+    SharedParameterLocks locks(*parameters);
+    std::vector<const Tensor*> values;
+    for (size_t i = 0; i < parameters->size(); ++i) {
+      Parameter& parameter = *(*parameters)[i];
+      parameter.mutex().AssertReaderHeld();
+      if (parameter.version_locked() != forward.parameter_versions[i]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "forward_id: parameter ", parameter.id(), " (\"", parameter.name(),
+            "\") changed since forward ", forward_id, " (version ",
+            forward.parameter_versions[i], " -> ", parameter.version_locked(),
+            "); expected backward before the step, as torch does"));
+      }
+      values.push_back(&parameter.values_shared_locked());
+    }
+    absl::StatusOr<const AutogradOp*> op = ops_->Find(forward.op);
+    if (!op.ok()) return op.status();
+    gradients = (*op)->Backward(forward.saved, values, output_gradients);
+  }
+  if (!gradients.ok()) return gradients.status();
+  int64_t reply_bytes = 0;
+  for (const std::optional<Tensor>& input : gradients->inputs) {
+    if (input.has_value()) reply_bytes += input->byte_size();
+  }
+  // Before accumulating: a refused call changes nothing.
+  if (reply_bytes > reply_limit) {
+    return ReplyTooLarge("the inputs' gradients", reply_bytes, reply_limit);
+  }
+  for (size_t i = 0; i < parameters->size(); ++i) {
+    const OpParameterGradient& gradient = gradients->parameters[i];
+    const Parameter& parameter = *(*parameters)[i];
+    absl::Status status =
+        gradient.dense.has_value()
+            ? (*context)->Accumulate(parameter, *gradient.dense,
+                                     parameters_->backend(),
+                                     parameters_->budget())
+            : (*context)->AccumulateRows(
+                  parameter, gradient.rows, gradient.row_values,
+                  parameters_->backend(), parameters_->budget());
+    if (!status.ok()) return status;
+  }
+  return std::move(gradients->inputs);
+}
+
+absl::Status AutogradEngine::AccumulateGradients(
+    uint64_t context_id, const std::vector<ParameterGradient>& gradients) {
+  absl::Status status = ValidateContextId(context_id, "context_id");
+  if (!status.ok()) return status;
+  // Check every gradient before adding any, so a bad one changes nothing.
+  std::vector<std::shared_ptr<Parameter>> targets;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    const std::string field = absl::StrCat("gradients[", i, "]");
+    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
+        parameters_->Find(ParameterKey::ById(gradients[i].parameter_id));
+    if (!parameter.ok()) {
+      return absl::NotFoundError(
+          absl::StrCat(field, ".parameter_id: no parameter with id ",
+                       gradients[i].parameter_id));
+    }
+    const Tensor& gradient = gradients[i].gradient;
+    if (gradient.dtype() != (*parameter)->dtype() ||
+        gradient.shape() != (*parameter)->shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".gradient: ", DTypeName(gradient.dtype()),
+                       ShapeToString(gradient.shape()), "; expected ",
+                       DTypeName((*parameter)->dtype()),
+                       ShapeToString((*parameter)->shape()), " as parameter \"",
+                       (*parameter)->name(), "\""));
+    }
+    targets.push_back(*std::move(parameter));
+  }
+  std::shared_ptr<AutogradContext> context = contexts_->GetOrCreate(context_id);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    status = context->Accumulate(*targets[i], gradients[i].gradient,
+                                 parameters_->backend(), parameters_->budget());
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ParameterGradient>> AutogradEngine::GetGradients(
+    uint64_t context_id, const std::vector<uint64_t>& parameter_ids,
+    int64_t reply_limit) {
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->Find(context_id);
+  if (!context.ok()) return context.status();
+  const std::vector<uint64_t> ids =
+      parameter_ids.empty() ? (*context)->Info().parameter_ids : parameter_ids;
+  std::vector<ParameterGradient> result;
+  int64_t bytes = 0;
+  for (uint64_t id : ids) {
+    std::optional<Tensor> gradient = (*context)->Gradient(id);
+    if (!gradient.has_value()) continue;
+    bytes += gradient->byte_size();
+    if (bytes > reply_limit) {
+      return ReplyTooLarge("parameter_ids: the gradients asked for", bytes,
+                           reply_limit);
+    }
+    // Host gradients are shared, not copied: the reply copies them once.
+    if (gradient->device().is_cpu()) {
+      result.push_back({id, *std::move(gradient)});
+      continue;
+    }
+    absl::StatusOr<Tensor> host = gradient->CloneTo(CpuBackend());
+    if (!host.ok()) return host.status();
+    result.push_back({id, *std::move(host)});
+  }
+  return result;
+}
+
+}  // namespace distopt

@@ -1,0 +1,96 @@
+#include "server/daemon/worker_options.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distopt {
+namespace {
+
+// host:port, [v6]:port or unix:path; the port 0 to 65535.
+absl::Status ValidateAddress(const std::string& address,
+                             absl::string_view flag) {
+  if (absl::StartsWith(address, "unix:")) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", address,
+                     ": expected HOST:PORT with a port from 0 to 65535"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
+  absl::Status status = ValidateAddress(options.listen, "--listen");
+  if (!status.ok()) return status;
+  if (options.world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size=", options.world_size, ": expected at least 1"));
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank=", options.rank, ": expected 0 to ", options.world_size - 1,
+        " for --world_size=", options.world_size));
+  }
+  if (!options.peers.empty() && !options.rendezvous.empty()) {
+    return absl::InvalidArgumentError(
+        "--peers and --rendezvous: expected one of them, not both");
+  }
+  if (!options.peers.empty() &&
+      options.peers.size() != static_cast<size_t>(options.world_size - 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peers=", absl::StrJoin(options.peers, ","), ": ",
+        options.peers.size(),
+        " addresses; expected world_size - 1 = ", options.world_size - 1));
+  }
+  for (const std::string& peer : options.peers) {
+    status = ValidateAddress(peer, "--peers");
+    if (!status.ok()) return status;
+  }
+  if (!options.rendezvous.empty()) {
+    status = ValidateAddress(options.rendezvous, "--rendezvous");
+    if (!status.ok()) return status;
+  }
+  if (options.world_size > 1 && options.peers.empty() &&
+      options.rendezvous.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size=", options.world_size,
+        ": expected --peers or --rendezvous to find the other ranks"));
+  }
+  if (options.max_total_bytes != 0 &&
+      options.max_tensor_bytes > options.max_total_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_tensor_bytes=", options.max_tensor_bytes,
+        ": expected at most --max_total_bytes=", options.max_total_bytes));
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file: expected both or neither");
+  }
+  if (options.tls_cert_file.empty() && !options.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca_file: expected --tls_cert_file and --tls_key_file "
+        "too (mutual TLS needs a server certificate)");
+  }
+  if (options.tls_cert_file.empty() && !options.auth_token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--auth_token_file: expected --tls_cert_file and --tls_key_file too: "
+        "a bearer token must not travel in clear text");
+  }
+  if (options.context_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--context_ttl: expected a duration > 0");
+  }
+  if (options.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--shutdown_grace: expected a duration >= 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace distopt

@@ -1,0 +1,68 @@
+// WorkerOptions: everything the daemon is configured with, filled from the
+// command line by main.cc and validated here, apart from the flags library
+// so that tests can build options directly.
+#ifndef DISTOPT_SERVER_DAEMON_WORKER_OPTIONS_H_
+#define DISTOPT_SERVER_DAEMON_WORKER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/device.h"
+
+namespace distopt {
+
+struct WorkerOptions {
+  // host:port to listen on; port 0 picks a free one.
+  std::string listen = "127.0.0.1:50051";
+  Device device = Device::Cpu();
+  // Where to write the bound address once listening ("" for nowhere).
+  std::string port_file;
+
+  // The data-parallel group this daemon is a rank of (world_size 1: none).
+  int rank = 0;
+  int world_size = 1;
+  std::vector<std::string> peers;  // The other daemons' addresses.
+  std::string rendezvous;          // Or: rank 0's address.
+
+  // Where parameters are restored from at start-up and saved to at a
+  // graceful shutdown ("" for nowhere). See server/params/checkpoint.h.
+  std::string checkpoint_dir;
+
+  // Shared libraries that add optimizer kinds (server/optim/plugin_api.h).
+  std::vector<std::string> optimizer_plugins;
+
+  // Autograd contexts idle longer than this are collected (a trainer that
+  // crashed never releases its contexts).
+  absl::Duration context_ttl = absl::Minutes(30);
+
+  // How long a rank waits for the others to join its group.
+  absl::Duration group_timeout = absl::Minutes(5);
+
+  // Resource limits; 0 means none.
+  uint64_t max_tensor_bytes = 0;
+  uint64_t max_total_bytes = 0;
+
+  // TLS: PEM files of the server's certificate chain and private key. With
+  // a client CA, clients must present a certificate it signed (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // When set, every call must carry "authorization: Bearer <token>" with
+  // the token this file holds (surrounding whitespace ignored). Needs TLS:
+  // a token must not travel in clear text.
+  std::string auth_token_file;
+
+  // How long in-flight calls may take to finish after SIGTERM or SIGINT.
+  absl::Duration shutdown_grace = absl::Seconds(30);
+};
+
+// INVALID_ARGUMENT naming the flag (--listen, --rank, ...) and what it
+// expects when the options are inconsistent.
+absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_DAEMON_WORKER_OPTIONS_H_

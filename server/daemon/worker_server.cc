@@ -1,0 +1,177 @@
+#include "server/daemon/worker_server.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/wire_limits.h"
+#include "grpc/grpc.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/server_builder.h"
+#include "server/daemon/server_credentials.h"
+#include "server/optim/plugin_loader.h"
+#include "server/params/checkpoint.h"
+
+namespace distopt {
+namespace {
+
+using grpc::health::v1::HealthCheckResponse;
+
+// The services health reports on, besides the server as a whole ("").
+constexpr const char* kServedServices[] = {
+    "distopt.v1.AutogradService",  "distopt.v1.GroupService",
+    "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
+    "distopt.v1.LocalSgdService",  "distopt.v1.ZeroService",
+};
+
+}  // namespace
+
+WorkerServer::WorkerServer(const WorkerOptions& options,
+                           std::shared_ptr<Backend> backend)
+    : options_(options),
+      budget_(options.max_tensor_bytes, options.max_total_bytes),
+      parameters_(std::move(backend), &budget_),
+      optimizer_kinds_(OptimizerRegistry::WithBuiltins()),
+      contexts_(options.context_ttl),
+      autograd_(&contexts_, &parameters_, &ops_),
+      optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
+      parameter_service_(&parameters_),
+      autograd_service_(&contexts_, &autograd_),
+      group_service_(
+          {options.rank, options.world_size, options.peers, options.rendezvous},
+          &group_store_, &membership_view_),
+      zero_({&parameters_, &contexts_, optimizer_kinds_.get(),
+             &membership_view_}),
+      zero_service_(&zero_),
+      local_sgd_({&parameters_, &contexts_, optimizer_kinds_.get(),
+                  &membership_view_}),
+      local_sgd_service_(&local_sgd_),
+      optimizer_service_(optimizer_kinds_.get(), &optimizers_),
+      health_service_(&health_) {}
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const WorkerOptions& options) {
+  absl::Status status = ValidateWorkerOptions(options);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(options.device);
+  if (!backend.ok()) return backend.status();
+
+  std::unique_ptr<WorkerServer> worker(
+      new WorkerServer(options, *std::move(backend)));
+  for (const std::string& path : options.optimizer_plugins) {
+    absl::StatusOr<PluginLoadResult> loaded =
+        LoadOptimizerPlugin(path, *worker->optimizer_kinds_);
+    if (!loaded.ok()) return loaded.status();
+    for (const std::string& name : loaded->added) {
+      worker->plugin_kinds_.push_back(name);
+    }
+    for (const std::string& name : loaded->rejected) {
+      worker->rejected_plugin_kinds_.push_back(name);
+    }
+  }
+  if (!options.checkpoint_dir.empty()) {
+    absl::StatusOr<size_t> restored =
+        LoadCheckpoint(worker->parameters_, options.checkpoint_dir);
+    if (!restored.ok()) return restored.status();
+    worker->restored_parameters_ = *restored;
+  }
+  worker->health_.Set("", HealthCheckResponse::NOT_SERVING);
+  for (const char* service : kServedServices) {
+    worker->health_.Set(service, HealthCheckResponse::NOT_SERVING);
+  }
+
+  // Lets grpcurl list and describe every service without .proto files.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Two daemons must never share a port: without this, gRPC binds with
+  // SO_REUSEPORT and a second daemon would silently split the traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddListeningPort(options.listen, *credentials, &worker->port_);
+  builder.RegisterService(&worker->parameter_service_);
+  builder.RegisterService(&worker->optimizer_service_);
+  builder.RegisterService(&worker->autograd_service_);
+  builder.RegisterService(&worker->group_service_);
+  builder.RegisterService(&worker->zero_service_);
+  builder.RegisterService(&worker->local_sgd_service_);
+  builder.RegisterService(&worker->health_service_);
+  worker->server_ = builder.BuildAndStart();
+  if (worker->server_ == nullptr || worker->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--listen=", options.listen,
+        ": cannot listen there (address in use, or not an address of this "
+        "machine)"));
+  }
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  worker->address_ = absl::StrCat(host, ":", worker->port_);
+  if (options.world_size > 1) {
+    GroupSettings group;
+    group.rank = options.rank;
+    group.world_size = options.world_size;
+    if (options.rank != 0) {
+      group.rank0_address =
+          options.rendezvous.empty() ? options.peers[0] : options.rendezvous;
+    }
+    // Peers connect to this address: a wildcard listen address is no use
+    // to them, the machine's name is.
+    group.hostname = host;
+    if (host == "0.0.0.0" || host == "[::]") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      group.hostname = name;
+    }
+    group.timeout = options.group_timeout;
+    group.daemon_address = absl::StrCat(group.hostname, ":", worker->port_);
+    worker->membership_ =
+        std::make_unique<GroupMembership>(group, &worker->group_store_);
+    worker->membership_view_ = worker->membership_.get();
+  }
+  WorkerServer* self = worker.get();
+  worker->context_collector_ = std::thread([self] {
+    const absl::Duration period =
+        std::min(absl::Seconds(10), self->contexts_.time_to_live() / 4);
+    while (!self->stopping_.WaitForNotificationWithTimeout(period)) {
+      self->contexts_.CollectIdle(absl::Now());
+    }
+  });
+  worker->health_.SetAll(HealthCheckResponse::SERVING);
+  return worker;
+}
+
+absl::Status WorkerServer::Shutdown() {
+  // Never started serving, or already stopped.
+  if (shut_down_ || server_ == nullptr) return absl::OkStatus();
+  shut_down_ = true;
+  health_.SetAll(HealthCheckResponse::NOT_SERVING);
+  // Watch streams send NOT_SERVING, then end so that shutdown can finish.
+  health_.Close();
+  // Joining ends first, while this daemon still serves the group's store
+  // (on rank 0): a rendezvous half done would otherwise wait for peers that
+  // can no longer reach the store, up to the group timeout.
+  if (membership_ != nullptr) membership_->StopJoining();
+  optimizer_service_.CloseStreams();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  server_->Wait();
+  membership_view_ = nullptr;
+  membership_.reset();  // Gives up a rendezvous still waiting for peers.
+  stopping_.Notify();
+  context_collector_.join();
+  // No call is in flight any more: the values are final.
+  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<size_t> saved =
+      SaveCheckpoint(parameters_, options_.checkpoint_dir);
+  if (!saved.ok()) return saved.status();
+  saved_parameters_ = *saved;
+  return absl::OkStatus();
+}
+
+WorkerServer::~WorkerServer() { Shutdown().IgnoreError(); }
+
+}  // namespace distopt

@@ -1,0 +1,42 @@
+#include "server/data_parallel/collective_hyperparameters.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/comm/agreement.h"
+
+namespace distopt {
+
+absl::Status SetHyperparametersOnEveryRank(
+    Communicator& communicator, FunctionalOptimizer& optimizer, int group,
+    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  std::vector<std::string> sorted;
+  for (const auto& [name, value] : changes) {
+    sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
+  }
+  std::sort(sorted.begin(), sorted.end());
+  absl::Status same = CheckSameOnEveryRank(
+      communicator,
+      {{"hyperparameter changes",
+        absl::StrCat("group ", group, ": ", absl::StrJoin(sorted, " "))}});
+  if (!same.ok()) return same;
+  const absl::flat_hash_map<std::string, HyperValue> old =
+      optimizer.hyperparameters().values();
+  absl::Status local = optimizer.SetHyperparameters(changes);
+  if (!local.ok()) {
+    local = absl::Status(
+        local.code(),
+        absl::StrCat("groups[", group, "].hyperparameters: ", local.message()));
+  }
+  absl::Status agreed =
+      AgreeOnEveryRank(communicator, local, "hyperparameters");
+  if (!agreed.ok() && local.ok()) {
+    // Another rank refused: back to the values all ranks still share.
+    optimizer.SetHyperparameters(old).IgnoreError();
+  }
+  return agreed;
+}
+
+}  // namespace distopt

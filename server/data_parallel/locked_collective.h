@@ -1,0 +1,39 @@
+// How a data-parallel optimizer (ZeRO, post-local SGD) runs a call across
+// the ranks over this daemon's parameters: the parameters of its groups are
+// locked exclusively for the whole call (in id order, see
+// params/parameter_update.h), so a forward never sees a step half done and
+// no other update interleaves; the call runs on the group's communicators
+// (serialised with the daemon's other collectives); and when it changed the
+// values, their versions move on, so a backward recorded before is refused.
+#ifndef DISTOPT_SERVER_DATA_PARALLEL_LOCKED_COLLECTIVE_H_
+#define DISTOPT_SERVER_DATA_PARALLEL_LOCKED_COLLECTIVE_H_
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/autograd/context.h"
+#include "server/comm/communicator_group.h"
+#include "server/comm/group_membership.h"
+#include "server/data_parallel/named_groups.h"
+
+namespace distopt {
+
+// `run` returns whether it changed the parameters' values. The versions
+// move on only when it did and succeeded.
+absl::Status RunLockedCollective(
+    GroupMembership& group, absl::Duration timeout,
+    const ParameterGroups& parameters,
+    absl::FunctionRef<absl::StatusOr<bool>(CommunicatorGroup&)> run);
+
+// A step: `step` gets the gradients `context` holds for `parameters`,
+// collected before the locks are taken, and always changes the values.
+absl::Status RunCollectiveStep(
+    GroupMembership& group, absl::Duration timeout,
+    const AutogradContext& context, const ParameterGroups& parameters,
+    absl::FunctionRef<absl::Status(CommunicatorGroup&,
+                                   const GroupGradientPointers&)>
+        step);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_DATA_PARALLEL_LOCKED_COLLECTIVE_H_

@@ -1,0 +1,88 @@
+#include "server/data_parallel/param_groups.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distopt {
+
+absl::Status CheckHostFloatingParameters(const std::vector<ParamGroup>& groups,
+                                         size_t first_group) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor& p = *groups[g].params[i];
+      const bool floating = p.dtype() == DType::kFloat32 ||
+                            p.dtype() == DType::kFloat16 ||
+                            p.dtype() == DType::kBFloat16;
+      const std::string field =
+          absl::StrCat("groups[", first_group + g, "].params[", i, "]: ");
+      if (!floating) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, p.DebugString(), "; expected float32, float16 or bfloat16"));
+      }
+      // The data-parallel optimizers run their collectives on gloo over
+      // host memory; device parameters are not supported (said plainly).
+      if (!p.device().is_cpu()) {
+        return absl::UnimplementedError(absl::StrCat(
+            field, p.DebugString(),
+            "; ZeRO and post-local SGD take parameters in host memory only "
+            "(a daemon started with --device=cpu)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGradients(const std::vector<ParamGroup>& groups,
+                            const GroupGradientPointers& grads) {
+  if (grads.size() != groups.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grads: ", grads.size(), " groups; expected ", groups.size()));
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (grads[g].size() != groups[g].params.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grads[", g, "]: ", grads[g].size(),
+                       " gradients; expected ", groups[g].params.size()));
+    }
+    for (size_t i = 0; i < grads[g].size(); ++i) {
+      const Tensor* grad = grads[g][i];
+      const Tensor& param = *groups[g].params[i];
+      if (grad != nullptr &&
+          (grad->dtype() != param.dtype() || grad->shape() != param.shape())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grads[", g, "][", i, "]: ", grad->DebugString(),
+                         "; expected ", param.DebugString()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+SpecificationParts DescribeSpecification(const std::string& kind_name,
+                                         const std::vector<ParamGroup>& groups,
+                                         int first_group) {
+  std::string hyperparameters;
+  std::string parameters;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::string> sorted;
+    for (const auto& [name, value] : groups[g].hyperparameters) {
+      sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
+    }
+    std::sort(sorted.begin(), sorted.end());
+    absl::StrAppend(&hyperparameters, "group ", first_group + g, ": ",
+                    absl::StrJoin(sorted, " "), ";");
+    absl::StrAppend(&parameters, "group ", first_group + g, ":");
+    for (const Tensor* p : groups[g].params) {
+      absl::StrAppend(&parameters, " ", DTypeName(p->dtype()),
+                      ShapeToString(p->shape()));
+    }
+    absl::StrAppend(&parameters, ";");
+  }
+  return {{"optimizer kind", kind_name},
+          {"hyperparameters", hyperparameters},
+          {"parameter groups, dtypes and shapes", parameters}};
+}
+
+}  // namespace distopt

@@ -1,0 +1,53 @@
+// The parameter groups of a data-parallel optimizer (ZeRO, post-local SGD)
+// as its ranks see them: tensors with each group's hyperparameters. What
+// every rank must agree on (the optimizer kind, the groups with their
+// hyperparameters, dtypes and shapes; each optimizer adds its options) is
+// described in parts for CheckSameOnEveryRank (comm/agreement.h), which
+// finds a mismatch on every rank and names it on each.
+#ifndef DISTOPT_SERVER_DATA_PARALLEL_PARAM_GROUPS_H_
+#define DISTOPT_SERVER_DATA_PARALLEL_PARAM_GROUPS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/tensor.h"
+#include "server/comm/agreement.h"
+#include "server/optim/hyperparameters.h"
+
+namespace distopt {
+
+// One group of parameters with its hyperparameters, as torch's
+// param_groups.
+struct ParamGroup {
+  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
+  // Host float32, float16 or bfloat16, owned by the caller.
+  std::vector<Tensor*> params;
+};
+
+// grads[g][i] for params[g][i] of a step; null where this rank has none.
+using GroupGradientPointers = std::vector<std::vector<const Tensor*>>;
+
+// INVALID_ARGUMENT naming "groups[g].params[i]" (g counted from
+// `first_group`) for a parameter that is not float32, float16 or bfloat16;
+// UNIMPLEMENTED for one that is not in host memory.
+absl::Status CheckHostFloatingParameters(const std::vector<ParamGroup>& groups,
+                                         size_t first_group);
+
+// INVALID_ARGUMENT naming "grads[g][i]" unless `grads` has one entry per
+// parameter of `groups`, each null or of its parameter's dtype and shape.
+absl::Status CheckGradients(const std::vector<ParamGroup>& groups,
+                            const GroupGradientPointers& grads);
+
+// The kind and the groups; `first_group` numbers the groups in the text
+// (for a group added later).
+SpecificationParts DescribeSpecification(const std::string& kind_name,
+                                         const std::vector<ParamGroup>& groups,
+                                         int first_group = 0);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_DATA_PARALLEL_PARAM_GROUPS_H_

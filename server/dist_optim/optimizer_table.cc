@@ -1,0 +1,191 @@
+#include "server/dist_optim/optimizer_table.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/params/parameter_lookup.h"
+#include "server/params/parameter_update.h"
+
+namespace distopt {
+
+OptimizerTable::OptimizerTable(ParameterStore* parameters,
+                               ContextTable* contexts,
+                               const OptimizerRegistry* kinds)
+    : parameters_(parameters), contexts_(contexts), kinds_(kinds) {}
+
+OptimizerInfo OptimizerTable::InfoLocked(const Entry& entry) {
+  OptimizerInfo info;
+  info.id = entry.id;
+  info.kind = entry.kind;
+  info.hyperparameters = entry.optimizer->hyperparameters().values();
+  for (const auto& parameter : entry.parameters) {
+    info.parameter_ids.push_back(parameter->id());
+  }
+  info.steps = entry.steps;
+  info.device = entry.optimizer->device();
+  return info;
+}
+
+absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
+    const std::string& kind_name,
+    const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+    const std::vector<uint64_t>& parameter_ids) {
+  absl::StatusOr<const OptimizerKind*> kind = kinds_->Find(kind_name);
+  if (!kind.ok()) return kind.status();
+  if (parameter_ids.empty()) {
+    return absl::InvalidArgumentError(
+        "parameter_ids: empty; expected at least one parameter");
+  }
+  auto entry = std::make_shared<Entry>();
+  entry->kind = kind_name;
+  absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
+      FindDistinctParameters(
+          *parameters_, KeysById(parameter_ids),
+          [](size_t i) { return absl::StrCat("parameter_ids[", i, "]"); });
+  if (!parameters.ok()) return parameters.status();
+  entry->parameters = *std::move(parameters);
+  std::vector<ParameterLayout> layouts;
+  for (const auto& parameter : entry->parameters) {
+    layouts.push_back({parameter->dtype(), parameter->shape()});
+  }
+  absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
+      FunctionalOptimizer::Create(*kind, hyperparameters, std::move(layouts),
+                                  parameters_->backend()->device());
+  if (!optimizer.ok()) return optimizer.status();
+  absl::MutexLock entry_lock(&entry->mutex);
+  entry->optimizer = *std::move(optimizer);
+  {
+    absl::MutexLock lock(&mutex_);
+    entry->id = next_id_++;
+    optimizers_[entry->id] = entry;
+  }
+  return InfoLocked(*entry);
+}
+
+absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::Find(
+    uint64_t optimizer_id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = optimizers_.find(optimizer_id);
+  if (it == optimizers_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("optimizer_id: no optimizer with id ", optimizer_id));
+  }
+  return it->second;
+}
+
+absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
+                                                uint64_t context_id) {
+  absl::Status valid = ValidateContextId(context_id, "context_id");
+  if (!valid.ok()) return valid;
+  absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
+  if (!entry.ok()) return entry.status();
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->Find(context_id);
+  if (!context.ok()) return context.status();
+
+  Entry& e = **entry;
+  absl::MutexLock optimizer_lock(&e.mutex);
+  StepResult result;
+  if (e.applied.contains(context_id)) return result;  // A retry.
+
+  const size_t count = e.parameters.size();
+  std::vector<std::optional<Tensor>> gradients(count);
+  std::vector<const Tensor*> grads(count, nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    gradients[i] = (*context)->Gradient(e.parameters[i]->id());
+    if (gradients[i].has_value()) grads[i] = &*gradients[i];
+  }
+  // The parameters locked in id order: deadlock-free across optimizers.
+  absl::Status status;
+  {
+    ParameterUpdate update(e.parameters);
+    status = update.CheckNoneDeleted();
+    if (status.ok()) status = e.optimizer->Step(update.values(), grads);
+    if (status.ok()) {
+      update.Commit([&](size_t i) { return grads[i] != nullptr; });
+      for (const Tensor* grad : grads) {
+        ++(grad == nullptr ? result.skipped_parameters
+                           : result.stepped_parameters);
+      }
+    }
+  }
+  if (!status.ok()) return status;
+  result.applied = true;
+  ++e.steps;
+  e.applied.insert(context_id);
+  e.applied_order.push_back(context_id);
+  if (e.applied_order.size() > kRememberedSteps) {
+    e.applied.erase(e.applied_order.front());
+    e.applied_order.pop_front();
+  }
+  return result;
+}
+
+absl::StatusOr<OptimizerInfo> OptimizerTable::Get(uint64_t optimizer_id) const {
+  absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
+  if (!entry.ok()) return entry.status();
+  absl::MutexLock lock(&(*entry)->mutex);
+  return InfoLocked(**entry);
+}
+
+std::vector<OptimizerInfo> OptimizerTable::List() const {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& item : optimizers_) entries.push_back(item.second);
+  }
+  std::vector<OptimizerInfo> infos;
+  for (const auto& entry : entries) {
+    absl::MutexLock lock(&entry->mutex);
+    infos.push_back(InfoLocked(*entry));
+  }
+  return infos;
+}
+
+absl::StatusOr<OptimizerInfo> OptimizerTable::SetHyperparameters(
+    uint64_t optimizer_id,
+    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
+  if (!entry.ok()) return entry.status();
+  absl::MutexLock lock(&(*entry)->mutex);
+  absl::Status status = (*entry)->optimizer->SetHyperparameters(changes);
+  if (!status.ok()) return status;
+  return InfoLocked(**entry);
+}
+
+absl::StatusOr<OptimizerStateDict> OptimizerTable::GetStateDict(
+    uint64_t optimizer_id) const {
+  absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
+  if (!entry.ok()) return entry.status();
+  absl::MutexLock lock(&(*entry)->mutex);
+  return (*entry)->optimizer->StateDict((*entry)->kind);
+}
+
+absl::Status OptimizerTable::LoadStateDict(uint64_t optimizer_id,
+                                           const OptimizerStateDict& dict) {
+  absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
+  if (!entry.ok()) return entry.status();
+  absl::MutexLock lock(&(*entry)->mutex);
+  return (*entry)->optimizer->LoadStateDict((*entry)->kind, dict);
+}
+
+absl::StatusOr<OptimizerInfo> OptimizerTable::Delete(uint64_t optimizer_id) {
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = optimizers_.find(optimizer_id);
+    if (it == optimizers_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("optimizer_id: no optimizer with id ", optimizer_id));
+    }
+    entry = it->second;
+    optimizers_.erase(it);
+  }
+  absl::MutexLock lock(&entry->mutex);  // Waits for a step in flight.
+  return InfoLocked(*entry);
+}
+
+}  // namespace distopt

@@ -1,0 +1,106 @@
+// OptimizerTable: the optimizers a daemon runs over its own parameters, the
+// per-worker half of DistributedOptimizer.
+//
+// Step(optimizer, context) applies the context's gradients. Steps are
+// serialised per optimizer; parameters are locked exclusively in increasing
+// id order for the update, so steps of optimizers that share parameters are
+// serialised on them, steps over disjoint parameters run in parallel, and a
+// reader of a parameter never sees it half-updated. A step retried with the
+// same (optimizer, context) is not applied twice. Thread-safe.
+#ifndef DISTOPT_SERVER_DIST_OPTIM_OPTIMIZER_TABLE_H_
+#define DISTOPT_SERVER_DIST_OPTIM_OPTIMIZER_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/autograd/context_table.h"
+#include "server/optim/functional_optimizer.h"
+#include "server/optim/registry.h"
+#include "server/params/parameter_store.h"
+
+namespace distopt {
+
+struct OptimizerInfo {
+  uint64_t id = 0;
+  std::string kind;
+  absl::flat_hash_map<std::string, HyperValue> hyperparameters;
+  std::vector<uint64_t> parameter_ids;
+  int64_t steps = 0;
+  Device device;
+};
+
+struct StepResult {
+  bool applied = false;  // False for a retry of an applied step.
+  int stepped_parameters = 0;
+  int skipped_parameters = 0;
+};
+
+class OptimizerTable {
+ public:
+  // How many recent context ids each optimizer remembers to ignore retries.
+  static constexpr size_t kRememberedSteps = 4096;
+
+  // All three must outlive the table.
+  OptimizerTable(ParameterStore* parameters, ContextTable* contexts,
+                 const OptimizerRegistry* kinds);
+
+  // NOT_FOUND for an unknown kind or parameter; INVALID_ARGUMENT for no
+  // parameters, a repeated one, or bad hyperparameters.
+  absl::StatusOr<OptimizerInfo> Create(
+      const std::string& kind,
+      const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+      const std::vector<uint64_t>& parameter_ids) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // NOT_FOUND for an unknown optimizer or a context this daemon does not
+  // have; FAILED_PRECONDITION when a parameter was deleted meanwhile.
+  absl::StatusOr<StepResult> Step(uint64_t optimizer_id, uint64_t context_id);
+
+  absl::StatusOr<OptimizerInfo> Get(uint64_t optimizer_id) const;
+  std::vector<OptimizerInfo> List() const ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<OptimizerInfo> SetHyperparameters(
+      uint64_t optimizer_id,
+      const absl::flat_hash_map<std::string, HyperValue>& changes);
+  absl::StatusOr<OptimizerStateDict> GetStateDict(uint64_t optimizer_id) const;
+  absl::Status LoadStateDict(uint64_t optimizer_id,
+                             const OptimizerStateDict& state_dict);
+  absl::StatusOr<OptimizerInfo> Delete(uint64_t optimizer_id)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    std::string kind;
+    std::vector<std::shared_ptr<Parameter>> parameters;
+    absl::Mutex mutex;  // Serialises this optimizer's steps and changes.
+    std::unique_ptr<FunctionalOptimizer> optimizer ABSL_GUARDED_BY(mutex);
+    int64_t steps ABSL_GUARDED_BY(mutex) = 0;
+    absl::flat_hash_set<uint64_t> applied ABSL_GUARDED_BY(mutex);
+    std::deque<uint64_t> applied_order ABSL_GUARDED_BY(mutex);
+  };
+
+  absl::StatusOr<std::shared_ptr<Entry>> Find(uint64_t optimizer_id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  static OptimizerInfo InfoLocked(const Entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mutex);
+
+  ParameterStore* const parameters_;
+  ContextTable* const contexts_;
+  const OptimizerRegistry* const kinds_;
+  mutable absl::Mutex mutex_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, std::shared_ptr<Entry>> optimizers_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_DIST_OPTIM_OPTIMIZER_TABLE_H_

@@ -1,0 +1,255 @@
+#include "server/localsgd/local_sgd_optimizer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/comm/agreement.h"
+#include "server/data_parallel/collective_hyperparameters.h"
+#include "server/data_parallel/gradient_buckets.h"
+#include "server/localsgd/parameter_averaging.h"
+#include "server/optim/state_dict_split.h"
+
+namespace distopt {
+namespace {
+
+std::string DescribeAverager(const AveragerSpec& spec) {
+  std::vector<std::string> periods;
+  for (const auto& [period, size] : spec.periods) {
+    periods.push_back(absl::StrCat(period, ":", size));
+  }
+  return absl::StrCat(
+      spec.kind == AveragerSpec::Kind::kPeriodic ? "periodic" : "hierarchical",
+      " warmup_steps=", spec.warmup_steps,
+      " periods=", absl::StrJoin(periods, ","));
+}
+
+// Every parameter in bucket 0: the whole model is reduced as one buffer.
+std::vector<std::vector<int>> OneBucket(const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<int>> bucket_of;
+  for (const ParamGroup& group : groups) {
+    bucket_of.emplace_back(group.params.size(), 0);
+  }
+  return bucket_of;
+}
+
+std::vector<std::vector<int64_t>> Positions(
+    const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<int64_t>> positions;
+  int64_t next = 0;
+  for (const ParamGroup& group : groups) {
+    positions.emplace_back();
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      positions.back().push_back(next++);
+    }
+  }
+  return positions;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
+    CommunicatorGroup& group, const OptimizerKind* kind,
+    const std::string& kind_name, std::vector<ParamGroup> groups,
+    const LocalSgdOptions& options, std::vector<std::string>* warnings) {
+  Communicator& global = group.global();
+  absl::Status valid = AgreeOnEveryRank(
+      global, CheckHostFloatingParameters(groups, 0), "the parameters");
+  if (!valid.ok()) return valid;
+  SpecificationParts parts = DescribeSpecification(kind_name, groups);
+  parts.emplace_back("averager", DescribeAverager(options.averager));
+  parts.emplace_back(
+      "gradient reduction",
+      absl::StrCat("start_localsgd_iter=", options.start_localsgd_iter,
+                   " post_local_gradient_allreduce=",
+                   options.post_local_gradient_allreduce,
+                   " subgroup_size=", options.subgroup_size));
+  absl::Status same = CheckSameOnEveryRank(global, parts);
+  if (!same.ok()) return same;
+  // The same specification on every rank: what follows fails alike on all.
+  absl::StatusOr<ModelAverager> averager =
+      ModelAverager::Create(options.averager, global.size(), warnings);
+  if (!averager.ok()) return averager.status();
+  if (options.start_localsgd_iter < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_localsgd_iter: ", options.start_localsgd_iter,
+                     "; expected a number >= 0"));
+  }
+  if (options.post_local_gradient_allreduce &&
+      (options.subgroup_size < 1 ||
+       global.size() % options.subgroup_size != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("subgroup_size: ", options.subgroup_size,
+                     "; expected a divisor of the world size ", global.size()));
+  }
+  if (options.start_localsgd_iter != options.averager.warmup_steps) {
+    warnings->push_back(absl::StrCat(
+        "start_localsgd_iter (", options.start_localsgd_iter,
+        ") differs from the averager's warmup_steps (",
+        options.averager.warmup_steps,
+        "); post-local SGD usually switches both at the same step"));
+  }
+  std::vector<std::unique_ptr<FunctionalOptimizer>> local;
+  absl::Status made = [&]() -> absl::Status {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<ParameterLayout> layouts;
+      for (const Tensor* p : groups[g].params) {
+        layouts.push_back({p->dtype(), p->shape()});
+      }
+      absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
+          FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts);
+      if (!optimizer.ok()) {
+        return absl::Status(optimizer.status().code(),
+                            absl::StrCat("groups[", g, "].hyperparameters: ",
+                                         optimizer.status().message()));
+      }
+      local.push_back(*std::move(optimizer));
+    }
+    return absl::OkStatus();
+  }();
+  made = AgreeOnEveryRank(global, made, "the optimizer");
+  if (!made.ok()) return made;
+  return std::unique_ptr<LocalSgdOptimizer>(
+      new LocalSgdOptimizer(kind_name, std::move(groups), std::move(local),
+                            *std::move(averager), options, global.size()));
+}
+
+absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(
+    CommunicatorGroup& group) {
+  if (averager_.step() < options_.start_localsgd_iter) return &group.global();
+  if (!options_.post_local_gradient_allreduce) return nullptr;
+  return group.Subgroup(options_.subgroup_size);
+}
+
+absl::Status LocalSgdOptimizer::Step(CommunicatorGroup& group,
+                                     const GroupGradientPointers& grads) {
+  absl::Status valid = CheckGradients(groups_, grads);
+  if (!valid.ok()) return valid;
+  // 1. One all-gather: every rank's step (which must agree, or the ranks
+  // would average at different steps and wait on each other) and which
+  // parameters it has gradients for.
+  Communicator& global = group.global();
+  std::vector<float> mine = EncodeAsFloats(averager_.step());
+  const size_t header = mine.size();
+  for (const auto& list : grads) {
+    for (const Tensor* grad : list) mine.push_back(grad != nullptr);
+  }
+  std::vector<float> all(mine.size() * global.size());
+  absl::Status status = global.AllGather(mine, absl::MakeSpan(all));
+  if (!status.ok()) return status;
+  for (int r = 0; r < global.size(); ++r) {
+    const uint64_t step = DecodeFromFloats(&all[r * mine.size()]);
+    if (step != static_cast<uint64_t>(averager_.step())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step: rank ", r, " is at step ", step, ", this rank (",
+          global.rank(), ") at ", averager_.step(),
+          "; expected every rank at the same step (load the same state dict "
+          "step on every rank)"));
+    }
+  }
+  Presence present(groups_.size());
+  size_t k = header;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i, ++k) {
+      bool any = false;
+      for (int r = 0; r < global.size(); ++r) {
+        any = any || all[r * mine.size() + k] > 0;
+      }
+      present[g].push_back(any);
+    }
+  }
+  // 2. Gradients: averaged over the reducing group, or this rank's own.
+  absl::StatusOr<Communicator*> reducer = GradientReducer(group);
+  if (!reducer.ok()) return reducer.status();
+  std::vector<std::vector<std::optional<Tensor>>> averaged(groups_.size());
+  GroupGradientPointers used = grads;
+  if (*reducer != nullptr) {
+    GradientBuckets buckets(groups_, OneBucket(groups_), 1, present,
+                            &gradient_storage_);
+    status = buckets.Fill(grads);
+    if (!status.ok()) return status;
+    if (!buckets.all().empty()) {
+      status = (*reducer)->AllReduce(buckets.all(), ReduceOp::kAverage);
+      if (!status.ok()) return status;
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      averaged[g].resize(groups_[g].params.size());
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        used[g][i] = nullptr;
+        if (!present[g][i]) continue;
+        absl::StatusOr<Tensor> gradient = buckets.Gradient(g, i);
+        if (!gradient.ok()) return gradient.status();
+        averaged[g][i] = *std::move(gradient);
+        used[g][i] = &*averaged[g][i];
+      }
+    }
+  }
+  // 3. The local step over the whole model.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    status = local_[g]->Step(groups_[g].params, used[g]);
+    if (!status.ok()) return status;
+  }
+  // 4. Model averaging, when the averager says so.
+  const std::optional<int> group_size = averager_.GroupSizeAt(averager_.step());
+  if (group_size.has_value() && *group_size > 1) {
+    absl::StatusOr<Communicator*> averaging = group.Subgroup(*group_size);
+    if (!averaging.ok()) return averaging.status();
+    std::vector<Tensor*> params;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        if (present[g][i]) params.push_back(groups_[g].params[i]);
+      }
+    }
+    status = AverageParameters(**averaging, params, &average_storage_);
+    if (!status.ok()) return status;
+  }
+  averager_.Advance();
+  return absl::OkStatus();
+}
+
+absl::Status LocalSgdOptimizer::SetHyperparameters(
+    CommunicatorGroup& group, int index,
+    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+  if (index < 0 || index >= static_cast<int>(groups_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group: ", index, "; expected 0 to ", groups_.size() - 1));
+  }
+  return SetHyperparametersOnEveryRank(group.global(), *local_[index], index,
+                                       changes);
+}
+
+absl::StatusOr<OptimizerStateDict> LocalSgdOptimizer::StateDict() const {
+  std::vector<OptimizerStateDict> locals;
+  for (const auto& optimizer : local_) {
+    absl::StatusOr<OptimizerStateDict> local = optimizer->StateDict(kind_name_);
+    if (!local.ok()) return local.status();
+    locals.push_back(*std::move(local));
+  }
+  const std::vector<std::vector<int64_t>> positions = Positions(groups_);
+  return MergeStateDicts(kind_name_, std::move(locals), positions, positions);
+}
+
+absl::Status LocalSgdOptimizer::LoadStateDict(
+    const OptimizerStateDict& state_dict, std::optional<int64_t> step,
+    std::vector<std::string>* warnings) {
+  if (step.has_value() && *step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: ", *step, "; expected a count >= 0"));
+  }
+  const std::vector<std::vector<int64_t>> positions = Positions(groups_);
+  absl::StatusOr<std::vector<OptimizerStateDict>> shares =
+      SplitStateDict(state_dict, positions, positions);
+  if (!shares.ok()) return shares.status();
+  std::vector<FunctionalOptimizer*> optimizers;
+  for (const auto& optimizer : local_) optimizers.push_back(optimizer.get());
+  absl::StatusOr<std::vector<OptimizerStateDict>> loaded =
+      LoadAllOrNothing(optimizers, kind_name_, *shares, "");
+  if (!loaded.ok()) return loaded.status();
+  if (!step.has_value()) {
+    warnings->push_back(
+        "the loaded state dict has no step for the averager; its step is "
+        "set to 0");
+  }
+  averager_.set_step(step.value_or(0));
+  return absl::OkStatus();
+}
+
+}  // namespace distopt

@@ -1,0 +1,102 @@
+// LocalSgdOptimizer: torch's PostLocalSGDOptimizer with the gradient
+// reduction of its post_localSGD_hook, across the ranks of a group. Each
+// step:
+//   1. the ranks check that they are at the same step and agree on which
+//      parameters have a gradient anywhere;
+//   2. gradients are averaged (fp32) over the whole group before
+//      `start_localsgd_iter`, afterwards within subgroups of
+//      `subgroup_size` ranks, or not at all;
+//   3. every rank steps its own optimizer over the whole model;
+//   4. the averager (model_averager.h) decides whether this step averages
+//      the parameters, and within groups of how many ranks: the parameters
+//      that had a gradient on some rank are averaged (fp32 accumulation).
+// All ranks call Create and Step together. Not thread-safe.
+#ifndef DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_OPTIMIZER_H_
+#define DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_OPTIMIZER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/comm/communicator_group.h"
+#include "server/data_parallel/param_groups.h"
+#include "server/localsgd/model_averager.h"
+#include "server/optim/functional_optimizer.h"
+
+namespace distopt {
+
+struct LocalSgdOptions {
+  AveragerSpec averager;
+  int64_t start_localsgd_iter = 0;
+  // After start_localsgd_iter: average gradients within subgroups of this
+  // many ranks (the ranks of one node), or, when false, not at all.
+  bool post_local_gradient_allreduce = true;
+  int subgroup_size = 1;
+};
+
+class LocalSgdOptimizer {
+ public:
+  // INVALID_ARGUMENT for bad parameters, hyperparameters, averager or
+  // subgroup size; FAILED_PRECONDITION on every rank, saying what differs,
+  // when the ranks' specifications differ. `warnings` gets what torch
+  // warns about (period 1; start_localsgd_iter not the warm-up).
+  static absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> Create(
+      CommunicatorGroup& group, const OptimizerKind* kind,
+      const std::string& kind_name, std::vector<ParamGroup> groups,
+      const LocalSgdOptions& options, std::vector<std::string>* warnings);
+
+  // grads[g][i] for params[g][i] (null when this rank has none).
+  absl::Status Step(CommunicatorGroup& group,
+                    const GroupGradientPointers& grads);
+
+  // Collective over the whole group: changes group `group`'s
+  // hyperparameters on every rank (an LR schedule).
+  absl::Status SetHyperparameters(
+      CommunicatorGroup& group, int index,
+      const absl::flat_hash_map<std::string, HyperValue>& changes);
+
+  // The local optimizer's state, keyed by global position (groups in
+  // order), and the averager's step.
+  absl::StatusOr<OptimizerStateDict> StateDict() const;
+  int64_t step() const { return averager_.step(); }
+  // Replaces the local optimizer's state and the averager's step (0, with a
+  // warning, when `step` is absent). Local to this rank; the next Step
+  // checks that all ranks are at the same step. All or nothing.
+  absl::Status LoadStateDict(const OptimizerStateDict& state_dict,
+                             std::optional<int64_t> step,
+                             std::vector<std::string>* warnings);
+
+  const ModelAverager& averager() const { return averager_; }
+  const LocalSgdOptions& options() const { return options_; }
+  int world_size() const { return world_size_; }
+
+ private:
+  LocalSgdOptimizer(std::string kind_name, std::vector<ParamGroup> groups,
+                    std::vector<std::unique_ptr<FunctionalOptimizer>> local,
+                    ModelAverager averager, const LocalSgdOptions& options,
+                    int world_size)
+      : kind_name_(std::move(kind_name)),
+        groups_(std::move(groups)),
+        local_(std::move(local)),
+        averager_(std::move(averager)),
+        options_(options),
+        world_size_(world_size) {}
+
+  // Which communicator reduces the gradients at this step; null for none.
+  absl::StatusOr<Communicator*> GradientReducer(CommunicatorGroup& group);
+
+  const std::string kind_name_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::unique_ptr<FunctionalOptimizer>> local_;  // Per group.
+  ModelAverager averager_;
+  const LocalSgdOptions options_;
+  const int world_size_;
+  std::vector<float> gradient_storage_;
+  std::vector<float> average_storage_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_OPTIMIZER_H_

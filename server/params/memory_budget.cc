@@ -1,0 +1,62 @@
+#include "server/params/memory_budget.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace distopt {
+
+Reservation::Reservation(Reservation&& other) noexcept
+    : budget_(std::exchange(other.budget_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+Reservation& Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    Release();
+    budget_ = std::exchange(other.budget_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+Reservation::~Reservation() { Release(); }
+
+void Reservation::Release() {
+  if (budget_ != nullptr) budget_->Release(bytes_);
+  budget_ = nullptr;
+  bytes_ = 0;
+}
+
+MemoryBudget::MemoryBudget(uint64_t max_tensor_bytes, uint64_t max_total_bytes)
+    : max_tensor_bytes_(max_tensor_bytes), max_total_bytes_(max_total_bytes) {}
+
+absl::StatusOr<Reservation> MemoryBudget::Reserve(uint64_t bytes,
+                                                  absl::string_view what) {
+  if (max_tensor_bytes_ != 0 && bytes > max_tensor_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, ": ", bytes, " bytes; expected at most ",
+                     max_tensor_bytes_, " (--max_tensor_bytes)"));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (max_total_bytes_ != 0 && bytes > max_total_bytes_ - used_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": ", bytes, " more bytes would exceed --max_total_bytes=",
+        max_total_bytes_, " (", used_bytes_, " in use); expected at most ",
+        max_total_bytes_ - used_bytes_));
+  }
+  used_bytes_ += bytes;
+  return Reservation(this, bytes);
+}
+
+uint64_t MemoryBudget::used_bytes() const {
+  absl::MutexLock lock(&mutex_);
+  return used_bytes_;
+}
+
+void MemoryBudget::Release(uint64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  used_bytes_ -= bytes;
+}
+
+}  // namespace distopt

@@ -1,0 +1,67 @@
+// MemoryBudget: the daemon's limits on tensor memory.
+//
+// Every tensor the daemon keeps (parameters, and the staging buffers of
+// writes in flight) holds a Reservation for its bytes. A single tensor over
+// `max_tensor_bytes`, or a reservation that would take the total over
+// `max_total_bytes`, is refused with RESOURCE_EXHAUSTED. Zero means no
+// limit. Thread-safe.
+#ifndef DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_
+#define DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace distopt {
+
+class MemoryBudget;
+
+// Bytes held against a MemoryBudget until destroyed. Move-only.
+class Reservation {
+ public:
+  Reservation() = default;
+  Reservation(Reservation&& other) noexcept;
+  Reservation& operator=(Reservation&& other) noexcept;
+  ~Reservation();
+
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class MemoryBudget;
+  Reservation(MemoryBudget* budget, uint64_t bytes)
+      : budget_(budget), bytes_(bytes) {}
+  void Release();
+
+  MemoryBudget* budget_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+class MemoryBudget {
+ public:
+  MemoryBudget(uint64_t max_tensor_bytes, uint64_t max_total_bytes);
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  // Reserves `bytes` for one tensor; `what` names it in the error.
+  absl::StatusOr<Reservation> Reserve(uint64_t bytes, absl::string_view what);
+
+  uint64_t used_bytes() const;
+  uint64_t max_tensor_bytes() const { return max_tensor_bytes_; }
+  uint64_t max_total_bytes() const { return max_total_bytes_; }
+
+ private:
+  friend class Reservation;
+  void Release(uint64_t bytes);
+
+  const uint64_t max_tensor_bytes_;
+  const uint64_t max_total_bytes_;
+  mutable absl::Mutex mutex_;
+  uint64_t used_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_

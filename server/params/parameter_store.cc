@@ -1,0 +1,162 @@
+#include "server/params/parameter_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace distopt {
+
+absl::Status ValidateParameterName(absl::string_view name,
+                                   absl::string_view field) {
+  if (name.empty() || name.size() > ParameterStore::kMaxNameLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", name.size(), " characters; expected 1 to ",
+                     ParameterStore::kMaxNameLength));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": character ", i,
+          " is not printable ASCII; expected characters from ' ' to '~'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+ParameterStore::ParameterStore(std::shared_ptr<Backend> backend,
+                               MemoryBudget* budget)
+    : backend_(std::move(backend)), budget_(budget) {}
+
+absl::StatusOr<ParameterInfo> ParameterStore::Create(
+    const CreateParameterSpec& spec) {
+  absl::Status status = ValidateParameterName(spec.name, "name");
+  if (!status.ok()) return status;
+  absl::StatusOr<int64_t> count =
+      CheckedNumElements(spec.shape, spec.dtype, "shape");
+  if (!count.ok()) return count.status();
+  const size_t byte_size =
+      static_cast<size_t>(*count) * ElementSize(spec.dtype);
+  status = ValidateInitializer(spec.initializer, spec.dtype, byte_size);
+  if (!status.ok()) return status;
+  {
+    // Checked again on insertion; checking first spares a large allocation.
+    absl::MutexLock lock(&mutex_);
+    if (id_by_name_.contains(spec.name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "name: a parameter named \"", spec.name, "\" already exists (id ",
+          id_by_name_.at(spec.name), "); expected a new name"));
+    }
+  }
+  absl::StatusOr<Reservation> reservation = budget_->Reserve(
+      byte_size, absl::StrCat("parameter \"", spec.name, "\""));
+  if (!reservation.ok()) return reservation.status();
+  absl::StatusOr<Tensor> values =
+      Tensor::Allocate(backend_, spec.dtype, spec.shape);
+  if (!values.ok()) return values.status();
+  status = ApplyInitializer(spec.initializer, *backend_, *values);
+  if (!status.ok()) return status;
+
+  absl::MutexLock lock(&mutex_);
+  if (id_by_name_.contains(spec.name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("name: a parameter named \"", spec.name,
+                     "\" was created concurrently; expected a new name"));
+  }
+  const uint64_t id = next_id_++;
+  auto parameter = std::make_shared<Parameter>(
+      id, spec.name, *std::move(values), *std::move(reservation));
+  id_by_name_[spec.name] = id;
+  by_id_[id] = parameter;
+  return parameter->Info();
+}
+
+absl::StatusOr<std::shared_ptr<Parameter>> ParameterStore::Find(
+    const ParameterKey& key) const {
+  absl::MutexLock lock(&mutex_);
+  if (key.id.has_value()) {
+    auto it = by_id_.find(*key.id);
+    if (it == by_id_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("parameter.id: no parameter with id ", *key.id));
+    }
+    return it->second;
+  }
+  auto it = id_by_name_.find(key.name);
+  if (it == id_by_name_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("parameter.name: no parameter named \"", key.name, "\""));
+  }
+  return by_id_.at(it->second);
+}
+
+ParameterPage ParameterStore::List(absl::string_view name_prefix,
+                                   uint64_t after_id, size_t limit) const {
+  std::vector<std::shared_ptr<Parameter>> selected;
+  std::optional<uint64_t> next_after_id;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto it = by_id_.upper_bound(after_id); it != by_id_.end(); ++it) {
+      if (!absl::StartsWith(it->second->name(), name_prefix)) continue;
+      if (selected.size() == limit) {
+        next_after_id = selected.back()->id();
+        break;
+      }
+      selected.push_back(it->second);
+    }
+  }
+  ParameterPage page;
+  page.next_after_id = next_after_id;
+  page.parameters.reserve(selected.size());
+  for (const auto& parameter : selected) {
+    page.parameters.push_back(parameter->Info());
+  }
+  return page;
+}
+
+absl::StatusOr<ParameterInfo> ParameterStore::Delete(const ParameterKey& key) {
+  absl::StatusOr<std::shared_ptr<Parameter>> parameter = Find(key);
+  if (!parameter.ok()) return parameter.status();
+  {
+    absl::MutexLock lock(&mutex_);
+    if (by_id_.erase((*parameter)->id()) == 0) {
+      return absl::NotFoundError(absl::StrCat("parameter: ", (*parameter)->id(),
+                                              " was deleted concurrently"));
+    }
+    id_by_name_.erase((*parameter)->name());
+  }
+  (*parameter)->MarkDeleted();
+  return (*parameter)->Info();
+}
+
+absl::Status ParameterStore::Restore(
+    const ParameterInfo& info,
+    const std::function<absl::Status(Tensor&)>& fill) {
+  absl::Status status = ValidateParameterName(info.name, "name");
+  if (!status.ok()) return status;
+  absl::StatusOr<Reservation> reservation =
+      budget_->Reserve(static_cast<uint64_t>(info.byte_size),
+                       absl::StrCat("parameter \"", info.name, "\""));
+  if (!reservation.ok()) return reservation.status();
+  absl::StatusOr<Tensor> values =
+      Tensor::Allocate(backend_, info.dtype, info.shape);
+  if (!values.ok()) return values.status();
+  status = fill(*values);
+  if (!status.ok()) return status;
+  absl::MutexLock lock(&mutex_);
+  if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
+  }
+  by_id_[info.id] =
+      std::make_shared<Parameter>(info.id, info.name, *std::move(values),
+                                  *std::move(reservation), info.version);
+  id_by_name_[info.name] = info.id;
+  next_id_ = std::max(next_id_, info.id + 1);
+  return absl::OkStatus();
+}
+
+}  // namespace distopt

@@ -1,0 +1,209 @@
+#include "server/params/parameter_store.h"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "common/cpu_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/params/parameter_write.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ParameterStoreTest : public ::testing::Test {
+ protected:
+  CreateParameterSpec Spec(const std::string& name, Shape shape,
+                           Initializer init = ZerosInit{}) {
+    CreateParameterSpec spec;
+    spec.name = name;
+    spec.shape = std::move(shape);
+    spec.initializer = init;
+    return spec;
+  }
+
+  std::vector<float> Values(uint64_t id) {
+    std::shared_ptr<Parameter> p = *store_.Find(ParameterKey::ById(id));
+    ParameterInfo info = p->Info();
+    std::vector<float> out(info.num_elements);
+    EXPECT_TRUE(p->ReadBytes(info.version, 0, info.byte_size, out.data()).ok());
+    return out;
+  }
+
+  MemoryBudget budget_{0, 0};
+  ParameterStore store_{CpuBackend(), &budget_};
+};
+
+TEST_F(ParameterStoreTest, CreatesAndFindsByIdAndName) {
+  absl::StatusOr<ParameterInfo> a =
+      store_.Create(Spec("a", {2, 2}, ConstantInit{3}));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->id, 1u);
+  EXPECT_EQ(a->version, 1u);
+  EXPECT_EQ(budget_.used_bytes(), 16u);
+  EXPECT_EQ((*store_.Find(ParameterKey::ByName("a")))->id(), a->id);
+  EXPECT_THAT(Values(a->id), ::testing::Each(3.0f));
+  EXPECT_EQ(store_.Find(ParameterKey::ById(99)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ParameterStoreTest, RefusalsChangeNothing) {
+  ASSERT_TRUE(store_.Create(Spec("a", {4})).ok());
+  EXPECT_EQ(store_.Create(Spec("a", {4})).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_.Create(Spec("", {4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Create(Spec(std::string(257, 'x'), {4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Create(Spec("b", {-4})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string three_bytes = "abc";
+  EXPECT_EQ(
+      store_.Create(Spec("c", {1}, ValuesInit{three_bytes})).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.List("", 0, 100).parameters.size(), 1u);
+  EXPECT_EQ(budget_.used_bytes(), 16u);
+  // The next id is not consumed by refusals.
+  EXPECT_EQ(store_.Create(Spec("d", {1}))->id, 2u);
+}
+
+TEST_F(ParameterStoreTest, ListsInIdOrderWithPrefixAndPages) {
+  for (const char* name : {"x.1", "y.1", "x.2", "x.3"}) {
+    ASSERT_TRUE(store_.Create(Spec(name, {1})).ok());
+  }
+  ParameterPage page = store_.List("x.", 0, 2);
+  ASSERT_EQ(page.parameters.size(), 2u);
+  EXPECT_EQ(page.parameters[0].name, "x.1");
+  EXPECT_EQ(page.parameters[1].name, "x.2");
+  ASSERT_TRUE(page.next_after_id.has_value());
+  page = store_.List("x.", *page.next_after_id, 2);
+  ASSERT_EQ(page.parameters.size(), 1u);
+  EXPECT_EQ(page.parameters[0].name, "x.3");
+  EXPECT_FALSE(page.next_after_id.has_value());
+}
+
+TEST_F(ParameterStoreTest, DeleteFreesTheNameAndTheBudget) {
+  ASSERT_TRUE(store_.Create(Spec("a", {8})).ok());
+  absl::StatusOr<ParameterInfo> deleted =
+      store_.Delete(ParameterKey::ByName("a"));
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(budget_.used_bytes(), 0u);
+  EXPECT_EQ(store_.Delete(ParameterKey::ByName("a")).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_.Create(Spec("a", {8}))->id, 2u);
+}
+
+TEST_F(ParameterStoreTest, RandomInitializersAreDeterministic) {
+  const uint64_t a = store_.Create(Spec("a", {257}, UniformInit{-1, 1, 5}))->id;
+  const uint64_t b = store_.Create(Spec("b", {257}, UniformInit{-1, 1, 5}))->id;
+  const uint64_t c = store_.Create(Spec("c", {257}, NormalInit{0, 1, 5}))->id;
+  const uint64_t d = store_.Create(Spec("d", {257}, NormalInit{0, 1, 5}))->id;
+  EXPECT_EQ(Values(a), Values(b));
+  EXPECT_EQ(Values(c), Values(d));
+  EXPECT_NE(Values(a), Values(c));
+}
+
+TEST_F(ParameterStoreTest, WriteCommitsAllOrNothing) {
+  const uint64_t id = store_.Create(Spec("a", {4}, ConstantInit{1}))->id;
+  std::shared_ptr<Parameter> p = *store_.Find(ParameterKey::ById(id));
+  const float next[4] = {5, 6, 7, 8};
+  const absl::string_view bytes(reinterpret_cast<const char*>(next), 16);
+  {
+    auto write = *ParameterWrite::Begin(p, store_);
+    EXPECT_EQ(budget_.used_bytes(), 32u);  // The staging copy counts.
+    ASSERT_TRUE(write->AddChunk(8, bytes.substr(8)).ok());
+    EXPECT_EQ(write->AddChunk(4, bytes.substr(4, 8)).code(),
+              absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<ParameterInfo> short_write = write->Commit();
+    EXPECT_EQ(short_write.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(short_write.status().message(),
+                HasSubstr("first missing byte: 0"));
+  }  // Abandoned: nothing changes and the staging bytes come back.
+  EXPECT_EQ(budget_.used_bytes(), 16u);
+  EXPECT_THAT(Values(id), ::testing::Each(1.0f));
+  EXPECT_EQ(p->Info().version, 1u);
+
+  auto write = *ParameterWrite::Begin(p, store_);
+  ASSERT_TRUE(write->AddChunk(8, bytes.substr(8)).ok());
+  ASSERT_TRUE(write->AddChunk(0, bytes.substr(0, 8)).ok());
+  absl::StatusOr<ParameterInfo> info = write->Commit();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->version, 2u);
+  EXPECT_EQ(Values(id), (std::vector<float>{5, 6, 7, 8}));
+  EXPECT_EQ(budget_.used_bytes(), 16u);
+}
+
+TEST_F(ParameterStoreTest, WriteToADeletedParameterIsNotFound) {
+  const uint64_t id = store_.Create(Spec("a", {1}))->id;
+  auto write =
+      *ParameterWrite::Begin(*store_.Find(ParameterKey::ById(id)), store_);
+  const float one = 1;
+  ASSERT_TRUE(write
+                  ->AddChunk(0, absl::string_view(
+                                    reinterpret_cast<const char*>(&one), 4))
+                  .ok());
+  ASSERT_TRUE(store_.Delete(ParameterKey::ById(id)).ok());
+  EXPECT_EQ(write->Commit().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ParameterStoreTest, ReadersSeeOldOrNewValuesNeverAMix) {
+  constexpr int kElements = 1 << 16;
+  const uint64_t id =
+      store_.Create(Spec("a", {kElements}, ConstantInit{0}))->id;
+  std::shared_ptr<Parameter> p = *store_.Find(ParameterKey::ById(id));
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    std::vector<float> values(kElements);
+    for (int round = 1; round <= 200; ++round) {
+      std::fill(values.begin(), values.end(), static_cast<float>(round));
+      auto write = *ParameterWrite::Begin(p, store_);
+      const char* bytes = reinterpret_cast<const char*>(values.data());
+      // Two halves, so a torn commit would show up as two values.
+      ASSERT_TRUE(write->AddChunk(0, {bytes, kElements * 2}).ok());
+      ASSERT_TRUE(
+          write->AddChunk(kElements * 2, {bytes + kElements * 2, kElements * 2})
+              .ok());
+      ASSERT_TRUE(write->Commit().ok());
+    }
+    done = true;
+  });
+  std::vector<float> out(kElements);
+  int reads = 0;
+  while (!done) {
+    const ParameterInfo info = p->Info();
+    absl::Status status =
+        p->ReadBytes(info.version, 0, info.byte_size, out.data());
+    if (!status.ok()) {
+      ASSERT_EQ(status.code(), absl::StatusCode::kAborted);
+      continue;
+    }
+    ++reads;
+    for (float v : out) ASSERT_EQ(v, out[0]);
+  }
+  writer.join();
+  EXPECT_GT(reads, 0);
+  EXPECT_THAT(Values(id), ::testing::Each(200.0f));
+  EXPECT_EQ(p->Info().version, 201u);
+}
+
+TEST(MemoryBudgetTest, EnforcesPerTensorAndTotalLimits) {
+  MemoryBudget budget(100, 250);
+  EXPECT_EQ(budget.Reserve(101, "t").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<Reservation> a = budget.Reserve(100, "a");
+  absl::StatusOr<Reservation> b = budget.Reserve(100, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<Reservation> c = budget.Reserve(51, "c");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(c.status().message(), HasSubstr("expected at most 50"));
+  EXPECT_TRUE(budget.Reserve(50, "d").ok());  // Released at once.
+  { Reservation moved = *std::move(a); }
+  EXPECT_EQ(budget.used_bytes(), 100u);
+}
+
+}  // namespace
+}  // namespace distopt

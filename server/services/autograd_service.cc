@@ -1,0 +1,214 @@
+#include "server/services/autograd_service.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/chunked_message.h"
+#include "common/grpc_status.h"
+#include "common/wire_limits.h"
+#include "common/wire_tensor.h"
+#include "server/services/chunked_reply.h"
+
+namespace distopt {
+namespace {
+
+// A unary call's status; a reply too large for it says so in the trailing
+// metadata, which the client reads to send the call again chunked.
+grpc::Status UnaryStatus(grpc::ServerContext* context,
+                         const absl::Status& status) {
+  if (status.GetPayload(kReplyTooLargeMetadata).has_value()) {
+    context->AddTrailingMetadata(kReplyTooLargeMetadata, "1");
+  }
+  return ToGrpcStatus(status);
+}
+
+// A chunked call: the whole request, `serve`, then the whole reply.
+template <typename Request, typename Response, typename Serve>
+grpc::Status ServeChunked(AutogradServiceImpl::ChunkStream* stream,
+                          Serve serve) {
+  Request request;
+  // The tensors, plus room for the rest of the message.
+  absl::Status status = ReadChunked(stream, "request", &request,
+                                    kMaxChunkedPayloadBytes + (16 << 20));
+  if (!status.ok()) return ToGrpcStatus(status);
+  Response response;
+  status = serve(request, &response);
+  if (!status.ok()) return ToGrpcStatus(status);
+  return WriteReplyChunked(response, stream, "reply");
+}
+
+// The request's tensors, named `field`[i] in errors.
+absl::StatusOr<std::vector<Tensor>> TensorsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::TensorProto>& protos,
+    absl::string_view field) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(protos.size());
+  for (int i = 0; i < protos.size(); ++i) {
+    absl::StatusOr<Tensor> tensor =
+        TensorFromProto(protos[i], absl::StrCat(field, "[", i, "]"));
+    if (!tensor.ok()) return tensor.status();
+    tensors.push_back(*std::move(tensor));
+  }
+  return tensors;
+}
+
+}  // namespace
+
+absl::Status AutogradServiceImpl::ServeForward(
+    const v1::ForwardRequest& request, v1::ForwardResponse* response,
+    int64_t reply_limit) {
+  ForwardCall call;
+  call.context_id = request.context_id();
+  call.op = request.op();
+  call.parameter_ids.assign(request.parameter_ids().begin(),
+                            request.parameter_ids().end());
+  absl::StatusOr<std::vector<Tensor>> inputs =
+      TensorsFromProto(request.inputs(), "inputs");
+  if (!inputs.ok()) return inputs.status();
+  call.inputs = *std::move(inputs);
+  absl::StatusOr<ForwardResult> result = engine_->Forward(call, reply_limit);
+  if (!result.ok()) return result.status();
+  for (const Tensor& output : result->outputs) {
+    TensorToProto(output, response->add_outputs());
+  }
+  response->set_forward_id(result->forward_id);
+  return absl::OkStatus();
+}
+
+absl::Status AutogradServiceImpl::ServeBackward(
+    const v1::BackwardRequest& request, v1::BackwardResponse* response,
+    int64_t reply_limit) {
+  absl::StatusOr<std::vector<Tensor>> output_gradients =
+      TensorsFromProto(request.output_gradients(), "output_gradients");
+  if (!output_gradients.ok()) return output_gradients.status();
+  absl::StatusOr<std::vector<std::optional<Tensor>>> input_gradients =
+      engine_->Backward(request.context_id(), request.forward_id(),
+                        *output_gradients, reply_limit);
+  if (!input_gradients.ok()) return input_gradients.status();
+  for (const std::optional<Tensor>& input : *input_gradients) {
+    v1::InputGradient* out = response->add_input_gradients();
+    out->set_defined(input.has_value());
+    if (input.has_value()) TensorToProto(*input, out->mutable_gradient());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AutogradServiceImpl::ServeAccumulateGradients(
+    const v1::AccumulateGradientsRequest& request,
+    v1::AccumulateGradientsResponse*, int64_t) {
+  std::vector<ParameterGradient> gradients;
+  gradients.reserve(request.gradients_size());
+  for (int i = 0; i < request.gradients_size(); ++i) {
+    const v1::ParameterGradient& entry = request.gradients(i);
+    absl::StatusOr<Tensor> gradient = TensorFromProto(
+        entry.gradient(), absl::StrCat("gradients[", i, "].gradient"));
+    if (!gradient.ok()) return gradient.status();
+    gradients.push_back({entry.parameter_id(), *std::move(gradient)});
+  }
+  return engine_->AccumulateGradients(request.context_id(), gradients);
+}
+
+absl::Status AutogradServiceImpl::ServeGetGradients(
+    const v1::GetGradientsRequest& request, v1::GetGradientsResponse* response,
+    int64_t reply_limit) {
+  absl::StatusOr<std::vector<ParameterGradient>> gradients =
+      engine_->GetGradients(
+          request.context_id(),
+          {request.parameter_ids().begin(), request.parameter_ids().end()},
+          reply_limit);
+  if (!gradients.ok()) return gradients.status();
+  for (const ParameterGradient& gradient : *gradients) {
+    v1::ParameterGradient* entry = response->add_gradients();
+    entry->set_parameter_id(gradient.parameter_id);
+    TensorToProto(gradient.gradient, entry->mutable_gradient());
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status AutogradServiceImpl::Forward(grpc::ServerContext* context,
+                                          const v1::ForwardRequest* request,
+                                          v1::ForwardResponse* response) {
+  return UnaryStatus(context,
+                     ServeForward(*request, response, kMaxTensorPayloadBytes));
+}
+
+grpc::Status AutogradServiceImpl::Backward(grpc::ServerContext* context,
+                                           const v1::BackwardRequest* request,
+                                           v1::BackwardResponse* response) {
+  return UnaryStatus(context,
+                     ServeBackward(*request, response, kMaxTensorPayloadBytes));
+}
+
+grpc::Status AutogradServiceImpl::AccumulateGradients(
+    grpc::ServerContext* context, const v1::AccumulateGradientsRequest* request,
+    v1::AccumulateGradientsResponse* response) {
+  return UnaryStatus(context, ServeAccumulateGradients(*request, response,
+                                                       kMaxTensorPayloadBytes));
+}
+
+grpc::Status AutogradServiceImpl::GetGradients(
+    grpc::ServerContext* context, const v1::GetGradientsRequest* request,
+    v1::GetGradientsResponse* response) {
+  return UnaryStatus(
+      context, ServeGetGradients(*request, response, kMaxTensorPayloadBytes));
+}
+
+grpc::Status AutogradServiceImpl::ForwardChunked(grpc::ServerContext*,
+                                                 ChunkStream* stream) {
+  return ServeChunked<v1::ForwardRequest, v1::ForwardResponse>(
+      stream, [this](const auto& request, auto* response) {
+        return ServeForward(request, response, kMaxChunkedPayloadBytes);
+      });
+}
+
+grpc::Status AutogradServiceImpl::BackwardChunked(grpc::ServerContext*,
+                                                  ChunkStream* stream) {
+  return ServeChunked<v1::BackwardRequest, v1::BackwardResponse>(
+      stream, [this](const auto& request, auto* response) {
+        return ServeBackward(request, response, kMaxChunkedPayloadBytes);
+      });
+}
+
+grpc::Status AutogradServiceImpl::AccumulateGradientsChunked(
+    grpc::ServerContext*, ChunkStream* stream) {
+  return ServeChunked<v1::AccumulateGradientsRequest,
+                      v1::AccumulateGradientsResponse>(
+      stream, [this](const auto& request, auto* response) {
+        return ServeAccumulateGradients(request, response,
+                                        kMaxChunkedPayloadBytes);
+      });
+}
+
+grpc::Status AutogradServiceImpl::GetGradientsChunked(grpc::ServerContext*,
+                                                      ChunkStream* stream) {
+  return ServeChunked<v1::GetGradientsRequest, v1::GetGradientsResponse>(
+      stream, [this](const auto& request, auto* response) {
+        return ServeGetGradients(request, response, kMaxChunkedPayloadBytes);
+      });
+}
+
+grpc::Status AutogradServiceImpl::ReleaseContext(
+    grpc::ServerContext*, const v1::ReleaseContextRequest* request,
+    v1::ReleaseContextResponse* response) {
+  response->set_released(contexts_->Release(request->context_id()));
+  return grpc::Status::OK;
+}
+
+grpc::Status AutogradServiceImpl::ListContexts(
+    grpc::ServerContext*, const v1::ListContextsRequest*,
+    v1::ListContextsResponse* response) {
+  const absl::Time now = absl::Now();
+  for (const ContextInfo& info : contexts_->List()) {
+    v1::ContextInfo* out = response->add_contexts();
+    out->set_context_id(info.id);
+    out->set_age_ms(absl::ToInt64Milliseconds(now - info.created));
+    out->set_idle_ms(absl::ToInt64Milliseconds(now - info.last_used));
+    out->mutable_parameter_ids()->Assign(info.parameter_ids.begin(),
+                                         info.parameter_ids.end());
+    out->set_bytes(static_cast<int64_t>(info.bytes));
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace distopt

@@ -1,0 +1,73 @@
+// distopt.v1.AutogradService: translates between the wire messages and the
+// AutogradEngine (and the ContextTable for releasing and listing contexts).
+// Holds no state of its own.
+#ifndef DISTOPT_SERVER_SERVICES_AUTOGRAD_SERVICE_H_
+#define DISTOPT_SERVER_SERVICES_AUTOGRAD_SERVICE_H_
+
+#include "proto/distopt/v1/autograd.grpc.pb.h"
+#include "server/autograd/autograd_engine.h"
+#include "server/autograd/context_table.h"
+
+namespace distopt {
+
+class AutogradServiceImpl final : public v1::AutogradService::Service {
+ public:
+  // Both must outlive the service.
+  AutogradServiceImpl(ContextTable* contexts, AutogradEngine* engine)
+      : contexts_(contexts), engine_(engine) {}
+
+  grpc::Status Forward(grpc::ServerContext* context,
+                       const v1::ForwardRequest* request,
+                       v1::ForwardResponse* response) override;
+  grpc::Status Backward(grpc::ServerContext* context,
+                        const v1::BackwardRequest* request,
+                        v1::BackwardResponse* response) override;
+
+  grpc::Status AccumulateGradients(
+      grpc::ServerContext* context,
+      const v1::AccumulateGradientsRequest* request,
+      v1::AccumulateGradientsResponse* response) override;
+  grpc::Status GetGradients(grpc::ServerContext* context,
+                            const v1::GetGradientsRequest* request,
+                            v1::GetGradientsResponse* response) override;
+  grpc::Status ReleaseContext(grpc::ServerContext* context,
+                              const v1::ReleaseContextRequest* request,
+                              v1::ReleaseContextResponse* response) override;
+  grpc::Status ListContexts(grpc::ServerContext* context,
+                            const v1::ListContextsRequest* request,
+                            v1::ListContextsResponse* response) override;
+
+  // The four tensor-carrying calls with request and reply in chunks.
+  using ChunkStream =
+      grpc::ServerReaderWriter<v1::MessageChunk, v1::MessageChunk>;
+  grpc::Status ForwardChunked(grpc::ServerContext* context,
+                              ChunkStream* stream) override;
+  grpc::Status BackwardChunked(grpc::ServerContext* context,
+                               ChunkStream* stream) override;
+  grpc::Status AccumulateGradientsChunked(grpc::ServerContext* context,
+                                          ChunkStream* stream) override;
+  grpc::Status GetGradientsChunked(grpc::ServerContext* context,
+                                   ChunkStream* stream) override;
+
+ private:
+  // The calls themselves, for both transports: `reply_limit` bounds the
+  // tensor bytes of the reply (see AutogradEngine).
+  absl::Status ServeForward(const v1::ForwardRequest& request,
+                            v1::ForwardResponse* response, int64_t reply_limit);
+  absl::Status ServeBackward(const v1::BackwardRequest& request,
+                             v1::BackwardResponse* response,
+                             int64_t reply_limit);
+  absl::Status ServeAccumulateGradients(
+      const v1::AccumulateGradientsRequest& request,
+      v1::AccumulateGradientsResponse* response, int64_t reply_limit);
+  absl::Status ServeGetGradients(const v1::GetGradientsRequest& request,
+                                 v1::GetGradientsResponse* response,
+                                 int64_t reply_limit);
+
+  ContextTable* const contexts_;
+  AutogradEngine* const engine_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_SERVICES_AUTOGRAD_SERVICE_H_

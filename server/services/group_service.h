@@ -1,0 +1,61 @@
+// distopt.v1.GroupService: the daemon's data-parallel group, as its flags
+// describe it and its membership reports it, and the key-value store.
+// Holds no state of its own.
+#ifndef DISTOPT_SERVER_SERVICES_GROUP_SERVICE_H_
+#define DISTOPT_SERVER_SERVICES_GROUP_SERVICE_H_
+
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/distopt/v1/group.grpc.pb.h"
+#include "server/comm/group_membership.h"
+#include "server/comm/key_value_store.h"
+
+namespace distopt {
+
+// How the daemon was told to find its group (--rank, --world_size,
+// --peers, --rendezvous).
+struct GroupFlags {
+  int rank = 0;
+  int world_size = 1;
+  std::vector<std::string> peers;
+  std::string rendezvous;
+};
+
+class GroupServiceImpl final : public v1::GroupService::Service {
+ public:
+  // `store` and `membership` must outlive the service; `membership` holds
+  // null for a group of one.
+  GroupServiceImpl(GroupFlags flags, KeyValueStore* store,
+                   const std::atomic<GroupMembership*>* membership)
+      : flags_(std::move(flags)), store_(store), membership_(membership) {}
+
+  grpc::Status Barrier(grpc::ServerContext* context,
+                       const v1::BarrierRequest* request,
+                       v1::BarrierResponse* response) override;
+
+  grpc::Status GetGroup(grpc::ServerContext* context,
+                        const v1::GetGroupRequest* request,
+                        v1::GroupInfo* response) override;
+  grpc::Status Set(grpc::ServerContext* context, const v1::SetRequest* request,
+                   v1::SetResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                   v1::GetResponse* response) override;
+  grpc::Status Wait(grpc::ServerContext* context,
+                    const v1::WaitRequest* request,
+                    v1::WaitResponse* response) override;
+  grpc::Status Add(grpc::ServerContext* context, const v1::AddRequest* request,
+                   v1::AddResponse* response) override;
+
+ private:
+  const GroupFlags flags_;
+  KeyValueStore* const store_;
+  // Set once the daemon serves (the membership starts after the server).
+  const std::atomic<GroupMembership*>* const membership_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_SERVICES_GROUP_SERVICE_H_

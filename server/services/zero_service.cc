@@ -1,0 +1,150 @@
+#include "server/services/zero_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/chunked_message.h"
+#include "common/collective_timeout.h"
+#include "common/grpc_status.h"
+#include "server/optim/wire_optimizer.h"
+#include "server/services/chunked_reply.h"
+#include "server/services/named_groups_proto.h"
+
+namespace distopt {
+namespace {
+
+grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
+                   v1::ZeroInfo* response) {
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  for (const auto& [name, rank] : status->owners) {
+    v1::ZeroParameterOwner* owner = response->add_owners();
+    owner->set_name(name);
+    owner->set_rank(rank);
+  }
+  response->mutable_loads()->Assign(status->loads.begin(), status->loads.end());
+  response->set_state_bytes(status->state_bytes);
+  response->set_steps(status->steps);
+  response->set_parameter_bytes(status->parameter_bytes);
+  response->set_gradient_bytes(status->gradient_bytes);
+  response->set_kind(status->kind);
+  response->set_parameters_as_bucket_view(
+      status->options.parameters_as_bucket_view);
+  response->set_overlap(status->options.overlap);
+  response->set_rank(status->rank);
+  response->set_world_size(status->world_size);
+  response->set_groups(status->groups);
+  response->set_joined(status->joined);
+  for (const ZeroRankBytes& bytes : status->ranks) {
+    v1::ZeroRankBytes* rank = response->add_ranks();
+    rank->set_rank(bytes.rank);
+    rank->set_parameter_bytes(bytes.parameter_bytes);
+    rank->set_gradient_bytes(bytes.gradient_bytes);
+    rank->set_state_bytes(bytes.state_bytes);
+    rank->set_steps(bytes.steps);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
+                                         const v1::CreateZeroRequest* request,
+                                         v1::ZeroInfo* response) {
+  ZeroSpec spec;
+  spec.kind = request->kind();
+  spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
+  spec.options.overlap = request->overlap();
+  absl::StatusOr<absl::Duration> timeout =
+      CollectiveTimeout(request->timeout_ms(), "timeout_ms");
+  if (!timeout.ok()) return ToGrpcStatus(timeout.status());
+  spec.timeout = *timeout;
+  absl::StatusOr<std::vector<NamedGroupSpec>> groups =
+      NamedGroupsFromProto(request->groups());
+  if (!groups.ok()) return ToGrpcStatus(groups.status());
+  spec.groups = *std::move(groups);
+  return Reply(runner_->Create(spec), response);
+}
+
+grpc::Status ZeroServiceImpl::Step(grpc::ServerContext*,
+                                   const v1::ZeroStepRequest* request,
+                                   v1::ZeroStepResponse*) {
+  return ToGrpcStatus(runner_->Step(request->context_id()));
+}
+
+grpc::Status ZeroServiceImpl::GetZero(grpc::ServerContext*,
+                                      const v1::GetZeroRequest*,
+                                      v1::ZeroInfo* response) {
+  return Reply(runner_->Get(), response);
+}
+
+grpc::Status ZeroServiceImpl::Join(grpc::ServerContext*,
+                                   const v1::ZeroJoinRequest*,
+                                   v1::ZeroJoinResponse* response) {
+  absl::StatusOr<int64_t> shadowed = runner_->Join();
+  if (!shadowed.ok()) return ToGrpcStatus(shadowed.status());
+  response->set_shadowed_steps(*shadowed);
+  return grpc::Status::OK;
+}
+
+grpc::Status ZeroServiceImpl::AddParamGroup(
+    grpc::ServerContext*, const v1::AddZeroParamGroupRequest* request,
+    v1::ZeroInfo* response) {
+  absl::StatusOr<NamedGroupSpec> group =
+      NamedGroupFromProto(request->group(), "group");
+  if (!group.ok()) return ToGrpcStatus(group.status());
+  return Reply(runner_->AddParamGroup(*group), response);
+}
+
+grpc::Status ZeroServiceImpl::SetHyperparameters(
+    grpc::ServerContext*, const v1::SetZeroHyperparametersRequest* request,
+    v1::ZeroInfo* response) {
+  absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> changes =
+      HyperparametersFromProto(request->hyperparameters(), "hyperparameters");
+  if (!changes.ok()) return ToGrpcStatus(changes.status());
+  return Reply(runner_->SetHyperparameters(request->group(), *changes),
+               response);
+}
+
+grpc::Status ZeroServiceImpl::ConsolidateStateDict(
+    grpc::ServerContext*, const v1::ConsolidateZeroStateDictRequest* request,
+    v1::ConsolidateZeroStateDictResponse* response) {
+  absl::StatusOr<bool> holds = runner_->ConsolidateStateDict(request->to());
+  if (!holds.ok()) return ToGrpcStatus(holds.status());
+  response->set_holds_state_dict(*holds);
+  return grpc::Status::OK;
+}
+
+grpc::Status ZeroServiceImpl::GetStateDict(
+    grpc::ServerContext*, const v1::GetZeroStateDictRequest*,
+    grpc::ServerWriter<v1::MessageChunk>* writer) {
+  absl::StatusOr<NamedStateDict> named = runner_->GetStateDict();
+  if (!named.ok()) return ToGrpcStatus(named.status());
+  v1::ZeroStateDict proto;
+  StateDictToProto(named->state_dict, proto.mutable_state_dict());
+  proto.mutable_parameter_names()->Assign(named->parameter_names.begin(),
+                                          named->parameter_names.end());
+  return WriteReplyChunked(proto, writer, "state_dict");
+}
+
+grpc::Status ZeroServiceImpl::LoadStateDict(
+    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
+    v1::LoadZeroStateDictResponse*) {
+  // A dict that does not arrive or convert is still taken to the
+  // collective, so the other ranks are refused with it instead of waiting
+  // for this one.
+  absl::StatusOr<NamedStateDict> named =
+      [&]() -> absl::StatusOr<NamedStateDict> {
+    v1::ZeroStateDict request;
+    absl::Status read = ReadChunked(reader, "state_dict", &request);
+    if (!read.ok()) return read;
+    absl::StatusOr<OptimizerStateDict> dict =
+        StateDictFromProto(request.state_dict());
+    if (!dict.ok()) return dict.status();
+    NamedStateDict result;
+    result.state_dict = *std::move(dict);
+    result.parameter_names.assign(request.parameter_names().begin(),
+                                  request.parameter_names().end());
+    return result;
+  }();
+  return ToGrpcStatus(runner_->LoadStateDict(named));
+}
+
+}  // namespace distopt
