@@ -40,16 +40,17 @@ std::vector<std::shared_ptr<Parameter>> Flatten(const ParameterGroups& groups) {
   return all;
 }
 
-ParamGroup ToParamGroup(
-    const NamedGroupSpec& spec,
-    const std::vector<std::shared_ptr<Parameter>>& parameters) {
-  ParamGroup group;
-  group.hyperparameters = spec.hyperparameters;
-  for (const auto& parameter : parameters) {
-    parameter->mutex().AssertHeld();
-    group.params.push_back(&parameter->values_locked());
+std::vector<ParamGroup> ToParamGroups(const std::vector<NamedGroupSpec>& specs,
+                                      const ParameterGroups& groups) {
+  std::vector<ParamGroup> param_groups(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    param_groups[g].hyperparameters = specs[g].hyperparameters;
+    for (const auto& parameter : groups[g]) {
+      parameter->mutex().AssertHeld();
+      param_groups[g].params.push_back(&parameter->values_locked());
+    }
   }
-  return group;
+  return param_groups;
 }
 
 void CollectGradients(const AutogradContext& context,

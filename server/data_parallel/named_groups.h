@@ -35,11 +35,10 @@ absl::StatusOr<ParameterGroups> FindNamedGroups(
 
 std::vector<std::shared_ptr<Parameter>> Flatten(const ParameterGroups& groups);
 
-// The optimizer's view of one group: its parameters' tensors, whose locks
-// the caller holds.
-ParamGroup ToParamGroup(
-    const NamedGroupSpec& spec,
-    const std::vector<std::shared_ptr<Parameter>>& parameters);
+// The optimizer's view of the groups: their parameters' tensors (whose
+// locks the caller holds) with the hyperparameters of `specs`.
+std::vector<ParamGroup> ToParamGroups(const std::vector<NamedGroupSpec>& specs,
+                                      const ParameterGroups& groups);
 
 // What an autograd context holds for each parameter of the groups;
 // `pointers` point into `values` (null where it holds none).

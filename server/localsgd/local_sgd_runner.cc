@@ -71,13 +71,9 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
-        std::vector<ParamGroup> param_groups;
-        for (size_t g = 0; g < groups->size(); ++g) {
-          param_groups.push_back(ToParamGroup(spec.groups[g], (*groups)[g]));
-        }
-        optimizer =
-            LocalSgdOptimizer::Create(communicators, *kind, spec.kind,
-                                      param_groups, spec.options, &warnings);
+        optimizer = LocalSgdOptimizer::Create(
+            communicators, *kind, spec.kind,
+            ToParamGroups(spec.groups, *groups), spec.options, &warnings);
         if (!optimizer.ok()) return optimizer.status();
         return false;
       });

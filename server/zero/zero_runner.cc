@@ -83,13 +83,9 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
-        std::vector<ParamGroup> param_groups;
-        for (size_t g = 0; g < groups->size(); ++g) {
-          param_groups.push_back(ToParamGroup(spec.groups[g], (*groups)[g]));
-        }
-        optimizer =
-            ZeroOptimizer::Create(&communicators.global(), *kind, spec.kind,
-                                  std::move(param_groups), spec.options);
+        optimizer = ZeroOptimizer::Create(
+            &communicators.global(), *kind, spec.kind,
+            ToParamGroups(spec.groups, *groups), spec.options);
         if (!optimizer.ok()) return optimizer.status();
         return false;
       });
@@ -179,7 +175,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
       **membership, spec_.timeout, *found,
       [&](CommunicatorGroup&) -> absl::StatusOr<bool> {
         absl::Status added =
-            optimizer_->AddParamGroup(ToParamGroup(group, (*found)[0]));
+            optimizer_->AddParamGroup(ToParamGroups({group}, *found)[0]);
         if (!added.ok()) return added;
         return false;
       });
