@@ -1,5 +1,6 @@
 #include "server/autograd/autograd_engine.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
 #include "common/wire_limits.h"
@@ -58,10 +59,19 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
   for (const Tensor& output : *outputs) {
     record.outputs.emplace_back(output.dtype(), output.shape());
   }
+  uint64_t saved_bytes = 0;
+  for (const Tensor& saved : record.saved) saved_bytes += saved.byte_size();
+  absl::StatusOr<Reservation> saved_reservation = parameters_->budget().Reserve(
+      saved_bytes, absl::StrCat("tensors saved by a forward of ", call.op,
+                                " in context ", call.context_id));
+  if (!saved_reservation.ok()) return saved_reservation.status();
+  record.saved_reservation = *std::move(saved_reservation);
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->GetOrCreate(call.context_id);
+  if (!context.ok()) return context.status();
   ForwardResult result;
   result.outputs = *std::move(outputs);
-  result.forward_id =
-      contexts_->GetOrCreate(call.context_id)->AddForward(std::move(record));
+  result.forward_id = (*context)->AddForward(std::move(record));
   return result;
 }
 
@@ -90,6 +100,16 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
           ShapeToString(shape), " as the output"));
     }
   }
+  // One backward per forward; a retry (the same output gradients) is
+  // answered again without accumulating twice.
+  absl::StatusOr<AutogradContext::BackwardClaim> claim =
+      (*context)->BeginBackward(forward_id, DigestOf(output_gradients));
+  if (!claim.ok()) return claim.status();
+  const bool first = *claim == AutogradContext::BackwardClaim::kFirst;
+  bool accumulated = false;
+  absl::Cleanup end_claim = [&] {
+    if (first) (*context)->EndBackward(forward_id, accumulated);
+  };
   absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
       FindDistinctParameters(
           *parameters_, KeysById(forward.parameter_ids),
@@ -127,18 +147,19 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
   if (reply_bytes > reply_limit) {
     return ReplyTooLarge("the inputs' gradients", reply_bytes, reply_limit);
   }
-  for (size_t i = 0; i < parameters->size(); ++i) {
-    const OpParameterGradient& gradient = gradients->parameters[i];
-    const Parameter& parameter = *(*parameters)[i];
-    absl::Status status =
-        gradient.dense.has_value()
-            ? (*context)->Accumulate(parameter, *gradient.dense,
-                                     parameters_->backend(),
-                                     parameters_->budget())
-            : (*context)->AccumulateRows(
-                  parameter, gradient.rows, gradient.row_values,
-                  parameters_->backend(), parameters_->budget());
+  if (first) {
+    std::vector<GradientUpdate> updates(parameters->size());
+    for (size_t i = 0; i < parameters->size(); ++i) {
+      OpParameterGradient& gradient = gradients->parameters[i];
+      updates[i].parameter = (*parameters)[i].get();
+      updates[i].dense = std::move(gradient.dense);
+      updates[i].rows = std::move(gradient.rows);
+      updates[i].row_values = std::move(gradient.row_values);
+    }
+    absl::Status status = (*context)->Accumulate(
+        updates, parameters_->backend(), parameters_->budget());
     if (!status.ok()) return status;
+    accumulated = true;
   }
   return std::move(gradients->inputs);
 }
@@ -149,6 +170,7 @@ absl::Status AutogradEngine::AccumulateGradients(
   if (!status.ok()) return status;
   // Check every gradient before adding any, so a bad one changes nothing.
   std::vector<std::shared_ptr<Parameter>> targets;
+  std::vector<GradientUpdate> updates(gradients.size());
   for (size_t i = 0; i < gradients.size(); ++i) {
     const std::string field = absl::StrCat("gradients[", i, "]");
     absl::StatusOr<std::shared_ptr<Parameter>> parameter =
@@ -168,15 +190,19 @@ absl::Status AutogradEngine::AccumulateGradients(
                        ShapeToString((*parameter)->shape()), " as parameter \"",
                        (*parameter)->name(), "\""));
     }
+    updates[i].parameter = parameter->get();
+    updates[i].dense = gradient;  // Shares the bytes.
     targets.push_back(*std::move(parameter));
   }
-  std::shared_ptr<AutogradContext> context = contexts_->GetOrCreate(context_id);
-  for (size_t i = 0; i < targets.size(); ++i) {
-    status = context->Accumulate(*targets[i], gradients[i].gradient,
-                                 parameters_->backend(), parameters_->budget());
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+  bool created = false;
+  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+      contexts_->GetOrCreate(context_id, &created);
+  if (!context.ok()) return context.status();
+  status = (*context)->Accumulate(updates, parameters_->backend(),
+                                  parameters_->budget());
+  // A refused call leaves no context behind.
+  if (!status.ok() && created) contexts_->ReleaseIfEmpty(context_id);
+  return status;
 }
 
 absl::StatusOr<std::vector<ParameterGradient>> AutogradEngine::GetGradients(

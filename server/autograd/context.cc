@@ -1,79 +1,92 @@
 #include "server/autograd/context.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 
 namespace distopt {
 
-AutogradContext::AutogradContext(uint64_t id, absl::Time now)
-    : id_(id), created_(now), last_used_(now) {}
+AutogradContext::AutogradContext(uint64_t id, absl::Time now,
+                                 Reservation reservation)
+    : id_(id),
+      created_(now),
+      reservation_(std::move(reservation)),
+      last_used_(now) {}
 
 absl::Status AutogradContext::Accumulate(
-    const Parameter& parameter, const Tensor& gradient,
+    const std::vector<GradientUpdate>& updates,
     const std::shared_ptr<Backend>& backend, MemoryBudget& budget) {
+  const bool on_host = backend->device().is_cpu();
   absl::MutexLock lock(&mutex_);
-  auto it = gradients_.find(parameter.id());
-  if (it == gradients_.end()) {
-    absl::StatusOr<Reservation> reservation =
-        budget.Reserve(gradient.byte_size(),
-                       absl::StrCat("gradient of parameter \"",
-                                    parameter.name(), "\" in context ", id_));
-    if (!reservation.ok()) return reservation.status();
-    absl::StatusOr<Tensor> copy = gradient.CloneTo(backend);
-    if (!copy.ok()) return copy.status();
-    gradients_.emplace(parameter.id(), StoredGradient{*std::move(copy),
-                                                      *std::move(reservation)});
-    return absl::OkStatus();
+  // 1. Everything that can fail, before anything changes: new gradients
+  // reserved and made, addends staged on the device.
+  std::map<uint64_t, StoredGradient> fresh;
+  std::vector<bool> consumed(updates.size(), false);
+  std::vector<std::optional<Tensor>> staged(updates.size());
+  for (size_t u = 0; u < updates.size(); ++u) {
+    const GradientUpdate& update = updates[u];
+    const Parameter& parameter = *update.parameter;
+    if (gradients_.count(parameter.id()) == 0 &&
+        fresh.count(parameter.id()) == 0) {
+      absl::StatusOr<Reservation> reservation =
+          budget.Reserve(parameter.byte_size(),
+                         absl::StrCat("gradient of parameter \"",
+                                      parameter.name(), "\" in context ", id_));
+      if (!reservation.ok()) return reservation.status();
+      absl::StatusOr<Tensor> values;
+      if (update.dense.has_value()) {
+        values = update.dense->CloneTo(backend);
+        consumed[u] = true;
+      } else {
+        values =
+            Tensor::Allocate(backend, parameter.dtype(), parameter.shape());
+        if (values.ok()) {
+          absl::Status zeroed = backend->Fill(values->data(), values->dtype(),
+                                              values->num_elements(), 0.0);
+          if (!zeroed.ok()) return zeroed;
+        }
+      }
+      if (!values.ok()) return values.status();
+      fresh.emplace(parameter.id(), StoredGradient{*std::move(values),
+                                                   *std::move(reservation)});
+      if (consumed[u]) continue;
+    }
+    if (!on_host) {
+      absl::StatusOr<Tensor> addend =
+          (update.dense.has_value() ? *update.dense : update.row_values)
+              .CloneTo(backend);
+      if (!addend.ok()) return addend.status();
+      staged[u] = *std::move(addend);
+    }
   }
-  Tensor& sum = it->second.values;
-  if (backend->device().is_cpu()) {
-    return backend->Add(sum.data(), gradient.data(), sum.dtype(),
-                        sum.num_elements());
-  }
-  // On a GPU: bring the addend over, then add there.
-  absl::StatusOr<Tensor> staged = gradient.CloneTo(backend);
-  if (!staged.ok()) return staged.status();
-  return backend->Add(sum.data(), staged->data(), sum.dtype(),
-                      sum.num_elements());
-}
-
-absl::Status AutogradContext::AccumulateRows(
-    const Parameter& parameter, const std::vector<int64_t>& rows,
-    const Tensor& row_values, const std::shared_ptr<Backend>& backend,
-    MemoryBudget& budget) {
-  absl::MutexLock lock(&mutex_);
-  auto it = gradients_.find(parameter.id());
-  if (it == gradients_.end()) {
-    absl::StatusOr<Reservation> reservation =
-        budget.Reserve(parameter.byte_size(),
-                       absl::StrCat("gradient of parameter \"",
-                                    parameter.name(), "\" in context ", id_));
-    if (!reservation.ok()) return reservation.status();
-    absl::StatusOr<Tensor> zeros =
-        Tensor::Allocate(backend, parameter.dtype(), parameter.shape());
-    if (!zeros.ok()) return zeros.status();
-    absl::Status status = backend->Fill(zeros->data(), zeros->dtype(),
-                                        zeros->num_elements(), 0.0);
-    if (!status.ok()) return status;
-    it = gradients_
-             .emplace(parameter.id(), StoredGradient{*std::move(zeros),
-                                                     *std::move(reservation)})
-             .first;
-  }
-  Tensor& sum = it->second.values;
-  const size_t row_bytes =
-      row_values.byte_size() / std::max<size_t>(1, rows.size());
-  const size_t columns = row_bytes / ElementSize(sum.dtype());
-  absl::StatusOr<Tensor> staged = row_values.CloneTo(backend);
-  if (!staged.ok()) return staged.status();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    absl::Status status =
-        backend->Add(static_cast<char*>(sum.data()) + rows[r] * row_bytes,
-                     static_cast<const char*>(staged->data()) + r * row_bytes,
-                     sum.dtype(), columns);
-    if (!status.ok()) return status;
+  // 2. The changes: on the host they cannot fail.
+  gradients_.merge(fresh);
+  for (size_t u = 0; u < updates.size(); ++u) {
+    if (consumed[u]) continue;
+    const GradientUpdate& update = updates[u];
+    Tensor& sum = gradients_.at(update.parameter->id()).values;
+    const Tensor& addend = staged[u].has_value()      ? *staged[u]
+                           : update.dense.has_value() ? *update.dense
+                                                      : update.row_values;
+    if (update.dense.has_value()) {
+      absl::Status status = backend->Add(sum.data(), addend.data(), sum.dtype(),
+                                         sum.num_elements());
+      if (!status.ok()) return status;
+      continue;
+    }
+    const size_t row_bytes =
+        addend.byte_size() / std::max<size_t>(1, update.rows.size());
+    const size_t columns = row_bytes / ElementSize(sum.dtype());
+    for (size_t r = 0; r < update.rows.size(); ++r) {
+      absl::Status status = backend->Add(
+          static_cast<char*>(sum.data()) + update.rows[r] * row_bytes,
+          static_cast<const char*>(addend.data()) + r * row_bytes, sum.dtype(),
+          columns);
+      if (!status.ok()) return status;
+    }
   }
   return absl::OkStatus();
 }
@@ -81,7 +94,8 @@ absl::Status AutogradContext::AccumulateRows(
 uint64_t AutogradContext::AddForward(ForwardRecord record) {
   absl::MutexLock lock(&mutex_);
   const uint64_t id = next_forward_++;
-  forwards_[id] = std::make_shared<const ForwardRecord>(std::move(record));
+  forwards_[id].record =
+      std::make_shared<const ForwardRecord>(std::move(record));
   return id;
 }
 
@@ -93,7 +107,47 @@ AutogradContext::Forward(uint64_t forward_id) const {
     return absl::NotFoundError(absl::StrCat("forward_id: no forward ",
                                             forward_id, " in context ", id_));
   }
-  return it->second;
+  return it->second.record;
+}
+
+absl::StatusOr<AutogradContext::BackwardClaim> AutogradContext::BeginBackward(
+    uint64_t forward_id, uint64_t digest) {
+  absl::MutexLock lock(&mutex_);
+  auto it = forwards_.find(forward_id);
+  if (it == forwards_.end()) {
+    return absl::NotFoundError(absl::StrCat("forward_id: no forward ",
+                                            forward_id, " in context ", id_));
+  }
+  StoredForward& forward = it->second;
+  switch (forward.backward) {
+    case StoredForward::Backward::kNone:
+      forward.backward = StoredForward::Backward::kInProgress;
+      forward.digest = digest;
+      return BackwardClaim::kFirst;
+    case StoredForward::Backward::kInProgress:
+      return absl::AbortedError(absl::StrCat(
+          "forward_id: a backward of forward ", forward_id, " in context ", id_,
+          " is in progress; expected one backward per forward (retry "
+          "once it has ended)"));
+    case StoredForward::Backward::kDone:
+      break;
+  }
+  if (forward.digest != digest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "forward_id: forward ", forward_id, " in context ", id_,
+        " was backpropagated already, with other output gradients; expected "
+        "one backward per forward, as torch (a retry must send the same "
+        "output gradients)"));
+  }
+  return BackwardClaim::kRetry;
+}
+
+void AutogradContext::EndBackward(uint64_t forward_id, bool done) {
+  absl::MutexLock lock(&mutex_);
+  auto it = forwards_.find(forward_id);
+  if (it == forwards_.end()) return;
+  it->second.backward =
+      done ? StoredForward::Backward::kDone : StoredForward::Backward::kNone;
 }
 
 std::optional<Tensor> AutogradContext::Gradient(uint64_t parameter_id) const {
@@ -101,6 +155,11 @@ std::optional<Tensor> AutogradContext::Gradient(uint64_t parameter_id) const {
   auto it = gradients_.find(parameter_id);
   if (it == gradients_.end()) return std::nullopt;
   return it->second.values;
+}
+
+bool AutogradContext::empty() const {
+  absl::MutexLock lock(&mutex_);
+  return gradients_.empty() && forwards_.empty();
 }
 
 void AutogradContext::Touch(absl::Time now) {
@@ -123,7 +182,23 @@ ContextInfo AutogradContext::Info() const {
     info.parameter_ids.push_back(parameter_id);
     info.bytes += gradient.reservation.bytes();
   }
+  for (const auto& [forward_id, forward] : forwards_) {
+    info.saved_bytes += forward.record->saved_reservation.bytes();
+  }
   return info;
+}
+
+uint64_t DigestOf(const std::vector<Tensor>& tensors) {
+  uint64_t digest = 0;
+  for (const Tensor& tensor : tensors) {
+    digest = absl::Hash<
+        std::tuple<uint64_t, int, std::vector<int64_t>, absl::string_view>>()(
+        std::make_tuple(
+            digest, static_cast<int>(tensor.dtype()), tensor.shape(),
+            absl::string_view(static_cast<const char*>(tensor.data()),
+                              tensor.byte_size())));
+  }
+  return digest;
 }
 
 }  // namespace distopt

@@ -16,20 +16,34 @@ absl::Status ValidateContextId(uint64_t id, absl::string_view field) {
       "with a counter from 1"));
 }
 
-ContextTable::ContextTable(absl::Duration time_to_live,
+ContextTable::ContextTable(absl::Duration time_to_live, MemoryBudget* budget,
                            std::function<absl::Time()> clock)
-    : time_to_live_(time_to_live), clock_(std::move(clock)) {}
+    : time_to_live_(time_to_live), budget_(budget), clock_(std::move(clock)) {}
 
-std::shared_ptr<AutogradContext> ContextTable::GetOrCreate(uint64_t id) {
+absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
+    uint64_t id, bool* created) {
   const absl::Time now = clock_();
   absl::MutexLock lock(&mutex_);
-  std::shared_ptr<AutogradContext>& context = contexts_[id];
-  if (context == nullptr) {
-    context = std::make_shared<AutogradContext>(id, now);
-  } else {
-    context->Touch(now);
+  if (created != nullptr) *created = false;
+  auto it = contexts_.find(id);
+  if (it != contexts_.end()) {
+    it->second->Touch(now);
+    return it->second;
   }
+  absl::StatusOr<Reservation> reservation = budget_->Reserve(
+      kContextOverheadBytes, absl::StrCat("autograd context ", id));
+  if (!reservation.ok()) return reservation.status();
+  auto context =
+      std::make_shared<AutogradContext>(id, now, *std::move(reservation));
+  contexts_.emplace(id, context);
+  if (created != nullptr) *created = true;
   return context;
+}
+
+void ContextTable::ReleaseIfEmpty(uint64_t id) {
+  absl::MutexLock lock(&mutex_);
+  auto it = contexts_.find(id);
+  if (it != contexts_.end() && it->second->empty()) contexts_.erase(it);
 }
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(
@@ -51,15 +65,24 @@ bool ContextTable::Release(uint64_t id) {
   return contexts_.erase(id) != 0;
 }
 
-std::vector<ContextInfo> ContextTable::List() const {
+ContextPage ContextTable::List(uint64_t after_id, size_t limit) const {
   std::vector<std::shared_ptr<AutogradContext>> contexts;
+  ContextPage page;
   {
     absl::MutexLock lock(&mutex_);
-    for (const auto& entry : contexts_) contexts.push_back(entry.second);
+    for (auto it = contexts_.upper_bound(after_id); it != contexts_.end();
+         ++it) {
+      if (contexts.size() == limit) {
+        page.next_after_id = contexts.back()->id();
+        break;
+      }
+      contexts.push_back(it->second);
+    }
   }
-  std::vector<ContextInfo> infos;
-  for (const auto& context : contexts) infos.push_back(context->Info());
-  return infos;
+  for (const auto& context : contexts) {
+    page.contexts.push_back(context->Info());
+  }
+  return page;
 }
 
 size_t ContextTable::CollectIdle(absl::Time now) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/memory_budget.h"
 #include "server/autograd/context.h"
 
 namespace distopt {
@@ -26,21 +28,38 @@ namespace distopt {
 // INVALID_ARGUMENT naming `field` for id 0.
 absl::Status ValidateContextId(uint64_t id, absl::string_view field);
 
+struct ContextPage {
+  std::vector<ContextInfo> contexts;  // In increasing id order.
+  // Id to continue after; nullopt when there are no more.
+  std::optional<uint64_t> next_after_id;
+};
+
 class ContextTable {
  public:
-  // `clock` tells the time (tests pass a fake one).
-  explicit ContextTable(absl::Duration time_to_live,
-                        std::function<absl::Time()> clock = absl::Now);
+  // The bookkeeping of one context (its maps, records and locks), charged
+  // to the budget when it is made: measured at about 1 KiB per context.
+  static constexpr uint64_t kContextOverheadBytes = 1024;
 
-  // The context `id`, created now if it does not exist yet.
-  std::shared_ptr<AutogradContext> GetOrCreate(uint64_t id)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Contexts and what they hold are charged to `budget`, which must outlive
+  // the table. `clock` tells the time (tests pass a fake one).
+  ContextTable(absl::Duration time_to_live, MemoryBudget* budget,
+               std::function<absl::Time()> clock = absl::Now);
+
+  // The context `id`, created now if it does not exist yet (`created` says
+  // which). RESOURCE_EXHAUSTED when a new one does not fit the budget.
+  absl::StatusOr<std::shared_ptr<AutogradContext>> GetOrCreate(
+      uint64_t id, bool* created = nullptr) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Releases context `id` if it holds nothing: for a call that created it
+  // and was then refused, so that a refusal leaves nothing behind.
+  void ReleaseIfEmpty(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND when this daemon has no context `id`.
   absl::StatusOr<std::shared_ptr<AutogradContext>> Find(uint64_t id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Frees the context; false (and no error) when it is unknown here.
   bool Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
-  std::vector<ContextInfo> List() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Contexts with ids above `after_id`, at most `limit`, in id order.
+  ContextPage List(uint64_t after_id, size_t limit) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Releases contexts idle since before `now - time_to_live`; returns how
   // many.
@@ -50,6 +69,7 @@ class ContextTable {
 
  private:
   const absl::Duration time_to_live_;
+  MemoryBudget* const budget_;
   const std::function<absl::Time()> clock_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<AutogradContext>> contexts_

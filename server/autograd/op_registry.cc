@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quoted.h"
 
 namespace distopt {
 
@@ -18,8 +19,8 @@ absl::StatusOr<const AutogradOp*> OpRegistry::Find(
   if (it != ops_.end()) return it->second.get();
   std::vector<std::string> names;
   for (const auto& entry : ops_) names.push_back(entry.first);
-  return absl::NotFoundError(absl::StrCat("op: no op \"", name,
-                                          "\"; expected one of ",
+  return absl::NotFoundError(absl::StrCat("op: no op ", Quoted(name),
+                                          "; expected one of ",
                                           absl::StrJoin(names, ", ")));
 }
 

@@ -26,7 +26,7 @@
 #include "server/dist_optim/optimizer_table.h"
 #include "server/localsgd/local_sgd_runner.h"
 #include "server/optim/registry.h"
-#include "server/params/memory_budget.h"
+#include "common/memory_budget.h"
 #include "server/params/parameter_store.h"
 #include "server/services/autograd_service.h"
 #include "server/services/group_service.h"

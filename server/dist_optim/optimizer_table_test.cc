@@ -78,15 +78,19 @@ class OptimizerTableTest : public ::testing::Test {
   void Push(uint64_t context, uint64_t parameter, float value, int64_t size) {
     Tensor g = *Tensor::AllocateHost(DType::kFloat32, {size});
     for (float& x : g.host_span<float>()) x = value;
-    ASSERT_TRUE(contexts_.GetOrCreate(context)
-                    ->Accumulate(**store_.Find(ParameterKey::ById(parameter)),
-                                 g, CpuBackend(), budget_)
+    GradientUpdate update;
+    std::shared_ptr<Parameter> target =
+        *store_.Find(ParameterKey::ById(parameter));
+    update.parameter = target.get();
+    update.dense = std::move(g);
+    ASSERT_TRUE((*contexts_.GetOrCreate(context))
+                    ->Accumulate({update}, CpuBackend(), budget_)
                     .ok());
   }
 
   MemoryBudget budget_{0, 0};
   ParameterStore store_{CpuBackend(), &budget_};
-  ContextTable contexts_{absl::Minutes(10)};
+  ContextTable contexts_{absl::Minutes(10), &budget_};
   std::unique_ptr<OptimizerRegistry> kinds_ = OptimizerRegistry::WithBuiltins();
   OptimizerTable table_{&store_, &contexts_, kinds_.get()};
 };

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quoted.h"
 
 namespace distopt {
 
@@ -53,8 +54,8 @@ absl::StatusOr<Hyperparameters> ResolveHyperparameters(
     auto it = resolved.values_.find(name);
     if (it == resolved.values_.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("hyperparameters.", name,
-                       ": unknown hyperparameter; expected one of ",
+          absl::StrCat("hyperparameters[", Quoted(name),
+                       "]: unknown hyperparameter; expected one of ",
                        absl::StrJoin(known, ", ")));
     }
     if (value.index() != it->second.index()) {

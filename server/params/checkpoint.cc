@@ -87,6 +87,7 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
 
   checkpoint::CheckpointIndex index;
   index.set_format(kFormat);
+  index.set_next_id(store.next_id());
   const std::vector<ParameterInfo> all =
       store.List("", 0, std::numeric_limits<size_t>::max()).parameters;
   for (const ParameterInfo& info : all) {
@@ -172,6 +173,7 @@ absl::StatusOr<size_t> LoadCheckpoint(ParameterStore& store,
     });
     if (!status.ok()) return status;
   }
+  store.ReserveIdsBelow(index.next_id());
   return static_cast<size_t>(index.parameters_size());
 }
 

@@ -78,6 +78,18 @@ absl::Status FillRandom(Backend& backend, Tensor& tensor, Generator next) {
   return absl::OkStatus();
 }
 
+// The largest finite value of a floating-point dtype.
+double LargestFinite(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return 65504.0;
+    case DType::kBFloat16:
+      return 0x1.fep127;
+    default:
+      return std::numeric_limits<float>::max();
+  }
+}
+
 }  // namespace
 
 absl::Status ValidateInitializer(const Initializer& init, DType dtype,
@@ -93,6 +105,15 @@ absl::Status ValidateInitializer(const Initializer& init, DType dtype,
           "initializer.constant.value: ", constant->value,
           " for an int64 parameter; expected an integer of magnitude at most "
           "2^62"));
+    }
+    // Beyond the dtype's largest finite value the parameter would silently
+    // hold inf.
+    const double largest = LargestFinite(dtype);
+    if (dtype != DType::kInt64 && std::fabs(constant->value) > largest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "initializer.constant.value: ", constant->value, " for a ",
+          DTypeName(dtype), " parameter; expected a magnitude of at most ",
+          largest, " (the largest finite ", DTypeName(dtype), ")"));
     }
   } else if (const auto* uniform = std::get_if<UniformInit>(&init)) {
     absl::Status status = RequireFloatingPoint(dtype, "initializer.uniform");

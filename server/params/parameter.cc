@@ -41,6 +41,11 @@ absl::Status Parameter::ReadBytes(uint64_t expected_version, size_t offset,
         "parameter ", id_, " (\"", name_, "\") changed while being read (",
         "version ", expected_version, " -> ", version_, "); read it again"));
   }
+  return ReadBytesLocked(offset, length, out);
+}
+
+absl::Status Parameter::ReadBytesLocked(size_t offset, size_t length,
+                                        void* out) const {
   const char* source = static_cast<const char*>(values_.data()) + offset;
   if (device_.is_cpu()) {
     std::memcpy(out, source, length);
@@ -49,6 +54,13 @@ absl::Status Parameter::ReadBytes(uint64_t expected_version, size_t offset,
   absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device_);
   if (!backend.ok()) return backend.status();
   return (*backend)->CopyToHost(out, source, length);
+}
+
+absl::StatusOr<uint64_t> Parameter::ReadSnapshot(void* out) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  absl::Status status = ReadBytesLocked(0, byte_size_, out);
+  if (!status.ok()) return status;
+  return version_;
 }
 
 absl::StatusOr<uint64_t> Parameter::ReplaceValues(Tensor values,

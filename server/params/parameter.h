@@ -16,10 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "common/device.h"
 #include "common/dtype.h"
+#include "common/memory_budget.h"
 #include "common/parameter_info.h"
 #include "common/shape.h"
 #include "common/tensor.h"
-#include "server/params/memory_budget.h"
 
 namespace distopt {
 
@@ -44,6 +44,11 @@ class Parameter {
   // have `expected_version` (they changed since the caller began reading).
   absl::Status ReadBytes(uint64_t expected_version, size_t offset,
                          size_t length, void* out) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Copies all the values to host memory at `out` (byte_size() bytes) as
+  // one consistent snapshot; returns the version they have.
+  absl::StatusOr<uint64_t> ReadSnapshot(void* out) const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Replaces the values with `values` (same dtype and shape, on the same
@@ -76,6 +81,9 @@ class Parameter {
   }
 
  private:
+  absl::Status ReadBytesLocked(size_t offset, size_t length, void* out) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+
   const uint64_t id_;
   const std::string name_;
   const DType dtype_;

@@ -159,4 +159,14 @@ absl::Status ParameterStore::Restore(
   return absl::OkStatus();
 }
 
+uint64_t ParameterStore::next_id() const {
+  absl::MutexLock lock(&mutex_);
+  return next_id_;
+}
+
+void ParameterStore::ReserveIdsBelow(uint64_t next_id) {
+  absl::MutexLock lock(&mutex_);
+  next_id_ = std::max(next_id_, next_id);
+}
+
 }  // namespace distopt

@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/backend.h"
+#include "common/memory_budget.h"
 #include "server/params/initializer.h"
-#include "server/params/memory_budget.h"
 #include "server/params/parameter.h"
 
 namespace distopt {
@@ -80,6 +80,12 @@ class ParameterStore {
   // name, RESOURCE_EXHAUSTED over the budget.
   absl::Status Restore(const ParameterInfo& info,
                        const std::function<absl::Status(Tensor&)>& fill);
+
+  // The id the next parameter will get; every id below it has been given
+  // out (and is never given again).
+  uint64_t next_id() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Ids below `next_id` are never given out (they were, before a restart).
+  void ReserveIdsBelow(uint64_t next_id) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const std::shared_ptr<Backend>& backend() const { return backend_; }
   MemoryBudget& budget() const { return *budget_; }

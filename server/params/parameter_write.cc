@@ -103,7 +103,10 @@ absl::StatusOr<ParameterInfo> ParameterWrite::Commit() {
   absl::StatusOr<uint64_t> version =
       parameter_->ReplaceValues(std::move(staging_), std::move(reservation_));
   if (!version.ok()) return version.status();
-  return parameter_->Info();
+  // The version this write made: another write may have moved it on since.
+  ParameterInfo info = parameter_->Info();
+  info.version = *version;
+  return info;
 }
 
 }  // namespace distopt

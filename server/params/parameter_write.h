@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/memory_budget.h"
 #include "common/tensor.h"
-#include "server/params/memory_budget.h"
 #include "server/params/parameter.h"
 #include "server/params/parameter_store.h"
 

@@ -2,16 +2,21 @@
 
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/chunked_message.h"
 #include "common/grpc_status.h"
+#include "common/quoted.h"
 #include "common/wire_limits.h"
 #include "common/wire_tensor.h"
 #include "server/services/chunked_reply.h"
 
 namespace distopt {
 namespace {
+
+// The most contexts one ListContexts page holds.
+constexpr int kMaxListContextsPageSize = 1000;
 
 // A unary call's status; a reply too large for it says so in the trailing
 // metadata, which the client reads to send the call again chunked.
@@ -196,10 +201,27 @@ grpc::Status AutogradServiceImpl::ReleaseContext(
 }
 
 grpc::Status AutogradServiceImpl::ListContexts(
-    grpc::ServerContext*, const v1::ListContextsRequest*,
+    grpc::ServerContext*, const v1::ListContextsRequest* request,
     v1::ListContextsResponse* response) {
+  int page_size = request->page_size();
+  if (page_size == 0) page_size = kMaxListContextsPageSize;
+  if (page_size < 0 || page_size > kMaxListContextsPageSize) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("page_size: ", request->page_size(), "; expected 1 to ",
+                     kMaxListContextsPageSize, ", or 0 for the default")));
+  }
+  uint64_t after_id = 0;
+  if (!request->page_token().empty() &&
+      !absl::SimpleAtoi(request->page_token(), &after_id)) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "page_token: ", Quoted(request->page_token()),
+        " is not a token; expected the next_page_token of an earlier "
+        "response")));
+  }
   const absl::Time now = absl::Now();
-  for (const ContextInfo& info : contexts_->List()) {
+  const ContextPage page =
+      contexts_->List(after_id, static_cast<size_t>(page_size));
+  for (const ContextInfo& info : page.contexts) {
     v1::ContextInfo* out = response->add_contexts();
     out->set_context_id(info.id);
     out->set_age_ms(absl::ToInt64Milliseconds(now - info.created));
@@ -207,6 +229,10 @@ grpc::Status AutogradServiceImpl::ListContexts(
     out->mutable_parameter_ids()->Assign(info.parameter_ids.begin(),
                                          info.parameter_ids.end());
     out->set_bytes(static_cast<int64_t>(info.bytes));
+    out->set_saved_bytes(static_cast<int64_t>(info.saved_bytes));
+  }
+  if (page.next_after_id.has_value()) {
+    response->set_next_page_token(absl::StrCat(*page.next_after_id));
   }
   return grpc::Status::OK;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/quoted.h"
 #include "common/wire_parameter.h"
 #include "common/wire_tensor.h"
 
@@ -63,8 +64,12 @@ absl::Status CheckWriterLayout(const v1::WriteParameterRequest& first,
                      parameter.name(), "\" is ", DTypeName(parameter.dtype()),
                      "; the parameter is unchanged"));
   }
+  // A shape with no dtype is checked too; an empty one with no dtype means
+  // the writer did not say.
   const Shape shape(first.shape().begin(), first.shape().end());
-  if (first.dtype() != v1::DTYPE_UNSPECIFIED && shape != parameter.shape()) {
+  const bool says_shape =
+      first.dtype() != v1::DTYPE_UNSPECIFIED || first.shape_size() > 0;
+  if (says_shape && shape != parameter.shape()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shape: ", ShapeToString(shape), "; parameter \"", parameter.name(),
         "\" has shape ", ShapeToString(parameter.shape()),
@@ -136,8 +141,12 @@ grpc::Status ParameterServiceImpl::GetParameter(
   values->mutable_shape()->Assign(info.shape.begin(), info.shape.end());
   std::string* data = values->mutable_data();
   data->resize(static_cast<size_t>(info.byte_size));
-  return ToGrpcStatus(
-      (*parameter)->ReadBytes(info.version, 0, info.byte_size, data->data()));
+  // One snapshot under the parameter's lock: a write in between cannot make
+  // the read fail, and the version reported is the one read.
+  absl::StatusOr<uint64_t> version = (*parameter)->ReadSnapshot(data->data());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  response->mutable_info()->set_version(*version);
+  return grpc::Status::OK;
 }
 
 grpc::Status ParameterServiceImpl::ReadParameter(
@@ -226,10 +235,10 @@ grpc::Status ParameterServiceImpl::ListParameters(
   uint64_t after_id = 0;
   if (!request->page_token().empty() &&
       !absl::SimpleAtoi(request->page_token(), &after_id)) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("page_token: \"", request->page_token(),
-                     "\" is not a token; expected the next_page_token of an "
-                     "earlier response")));
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "page_token: ", Quoted(request->page_token()),
+        " is not a token; expected the next_page_token of an earlier "
+        "response")));
   }
   ParameterPage page = store_->List(request->name_prefix(), after_id,
                                     static_cast<size_t>(page_size));

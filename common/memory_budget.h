@@ -1,12 +1,15 @@
-// MemoryBudget: the daemon's limits on tensor memory.
+// MemoryBudget: the daemon's limits on memory that clients can make it
+// hold.
 //
-// Every tensor the daemon keeps (parameters, and the staging buffers of
-// writes in flight) holds a Reservation for its bytes. A single tensor over
-// `max_tensor_bytes`, or a reservation that would take the total over
-// `max_total_bytes`, is refused with RESOURCE_EXHAUSTED. Zero means no
-// limit. Thread-safe.
-#ifndef DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_
-#define DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_
+// Everything the daemon keeps for its clients holds a Reservation for its
+// bytes: parameters, the staging buffers of writes in flight, gradients and
+// tensors saved by forwards in autograd contexts (and each context's own
+// bookkeeping), optimizer state, and the group's key-value store. A single
+// tensor over `max_tensor_bytes`, or a reservation that would take the total
+// over `max_total_bytes`, is refused with RESOURCE_EXHAUSTED naming what
+// did not fit. Zero means no limit. Thread-safe.
+#ifndef DISTOPT_COMMON_MEMORY_BUDGET_H_
+#define DISTOPT_COMMON_MEMORY_BUDGET_H_
 
 #include <cstdint>
 
@@ -64,4 +67,4 @@ class MemoryBudget {
 
 }  // namespace distopt
 
-#endif  // DISTOPT_SERVER_PARAMS_MEMORY_BUDGET_H_
+#endif  // DISTOPT_COMMON_MEMORY_BUDGET_H_

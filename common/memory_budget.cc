@@ -1,4 +1,4 @@
-#include "server/params/memory_budget.h"
+#include "common/memory_budget.h"
 
 #include <utility>
 
