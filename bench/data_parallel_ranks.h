@@ -78,6 +78,7 @@ inline bool PushGradients(Client& client, Ranks& ranks) {
 inline bool StartRanks(Client& client, Ranks& ranks) {
   for (int r = 0; r < kWorld; ++r) {
     LocalWorkerOptions options;
+    options.group_secret = "the secret of the benchmark's group";
     options.flags = {absl::StrCat("--rank=", r),
                      absl::StrCat("--world_size=", kWorld),
                      r == 0 ? "--rendezvous=127.0.0.1:1"

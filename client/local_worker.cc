@@ -92,6 +92,19 @@ absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
 
   std::vector<std::string> arguments = {binary, "--listen=127.0.0.1:0",
                                         "--port_file=" + port_file};
+  if (!options.group_secret.empty()) {
+    const std::string secret_file = temp_dir + "/group_secret";
+    {
+      std::ofstream out(secret_file, std::ios::binary | std::ios::trunc);
+      out << options.group_secret;
+      if (!out.good()) {
+        return absl::InternalError(
+            absl::StrCat("cannot write the group secret to ", secret_file));
+      }
+    }
+    chmod(secret_file.c_str(), 0600);
+    arguments.push_back("--group_secret_file=" + secret_file);
+  }
   arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());

@@ -23,6 +23,9 @@ struct LocalWorkerOptions {
   std::string binary;
   // Extra flags, for example {"--device=cuda:0", "--max_total_bytes=..."}.
   std::vector<std::string> flags;
+  // For a rank of a data-parallel group: the group's secret, written to a
+  // private file that --group_secret_file names. The same on every rank.
+  std::string group_secret;
   absl::Duration start_timeout = absl::Seconds(30);
 };
 

@@ -40,6 +40,9 @@ ABSL_FLAG(absl::Duration, context_ttl, absl::Minutes(30),
           "autograd contexts idle longer than this are collected");
 ABSL_FLAG(absl::Duration, group_timeout, absl::Minutes(5),
           "how long to wait for the other ranks of the group to join");
+ABSL_FLAG(std::string, group_secret_file, "",
+          "file with the data-parallel group's secret (at least 16 bytes, the "
+          "same on every rank); required with --world_size > 1");
 ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
 ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
       RepeatedFlagValues(argc, argv, "optimizer_plugin");
   options.context_ttl = absl::GetFlag(FLAGS_context_ttl);
   options.group_timeout = absl::GetFlag(FLAGS_group_timeout);
+  options.group_secret_file = absl::GetFlag(FLAGS_group_secret_file);
   options.rank = absl::GetFlag(FLAGS_rank);
   options.world_size = absl::GetFlag(FLAGS_world_size);
   options.peers = absl::GetFlag(FLAGS_peers);

@@ -29,7 +29,7 @@ TEST(DigitsZeroTest, TwoRanksTrainTheDemoModelWithShardedAdam) {
   std::vector<std::unique_ptr<LocalWorker>> ranks;
   std::vector<std::string> addresses;
   for (int r = 0; r < kWorld; ++r) {
-    ranks.push_back(testing::StartWorkerOrDie(
+    ranks.push_back(testing::StartRankOrDie(
         {absl::StrCat("--rank=", r), absl::StrCat("--world_size=", kWorld),
          r == 0 ? "--rendezvous=127.0.0.1:1"
                 : "--rendezvous=" + addresses[0]}));

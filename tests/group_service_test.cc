@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/group_secret.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -23,8 +24,13 @@ class GroupServiceTest : public testing::WorkerTest {
     return {"--rank=1", "--world_size=3",
             "--peers=127.0.0.1:1001,127.0.0.1:1002"};
   }
+  std::string GroupSecret() const override { return testing::kTestGroupSecret; }
   std::unique_ptr<v1::GroupService::Stub> Stub() {
     return v1::GroupService::NewStub(client_.Channel(address_));
+  }
+  // Calls to the store carry the group's secret, as the ranks' do.
+  static void AsMember(grpc::ClientContext* context) {
+    context->AddMetadata(kGroupSecretMetadata, testing::kTestGroupSecret);
   }
 };
 
@@ -42,6 +48,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
   auto stub = Stub();
   {
     grpc::ClientContext context;
+    AsMember(&context);
     v1::GetRequest get;
     get.set_key("nccl/unique_id");
     v1::GetResponse value;
@@ -51,6 +58,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
   // A waiter blocks until another rank sets the key.
   std::thread waiter([&] {
     grpc::ClientContext context;
+    AsMember(&context);
     v1::WaitRequest wait;
     wait.add_keys("nccl/unique_id");
     wait.set_timeout_ms(30000);
@@ -59,6 +67,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
   });
   {
     grpc::ClientContext context;
+    AsMember(&context);
     v1::SetRequest set;
     set.set_key("nccl/unique_id");
     set.set_value(std::string("\x01\x02\x00\x03", 4));
@@ -68,6 +77,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
   waiter.join();
   {
     grpc::ClientContext context;
+    AsMember(&context);
     v1::GetRequest get;
     get.set_key("nccl/unique_id");
     v1::GetResponse value;
@@ -76,6 +86,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
   }
   for (int expected : {1, 2, 3}) {
     grpc::ClientContext context;
+    AsMember(&context);
     v1::AddRequest add;
     add.set_key("joined");
     add.set_delta(1);
@@ -88,14 +99,16 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
 TEST_F(GroupServiceTest, WaitTimesOutAndBadTimeoutsAreRefused) {
   auto stub = Stub();
   grpc::ClientContext context;
+  AsMember(&context);
   v1::WaitRequest wait;
   wait.add_keys("rank2/ready");
   wait.set_timeout_ms(100);
   v1::WaitResponse done;
   grpc::Status status = stub->Wait(&context, wait, &done);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_THAT(status.error_message(), HasSubstr("rank2/ready not set"));
+  EXPECT_THAT(status.error_message(), HasSubstr("\"rank2/ready\" not set"));
   grpc::ClientContext again;
+  AsMember(&again);
   wait.set_timeout_ms(0);
   status = stub->Wait(&again, wait, &done);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -121,15 +134,15 @@ grpc::Status Barrier(Client& client, const std::string& address,
 }
 
 TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
-  std::unique_ptr<LocalWorker> rank0 = testing::StartWorkerOrDie(
+  std::unique_ptr<LocalWorker> rank0 = testing::StartRankOrDie(
       {"--rank=0", "--world_size=3", "--rendezvous=127.0.0.1:1",
        "--group_timeout=60s"});
   ASSERT_NE(rank0, nullptr);
   Client client;
   EXPECT_EQ(GetGroup(client, rank0->address()).state(), v1::GroupInfo::JOINING);
-  std::unique_ptr<LocalWorker> rank1 = testing::StartWorkerOrDie(
+  std::unique_ptr<LocalWorker> rank1 = testing::StartRankOrDie(
       {"--rank=1", "--world_size=3", "--rendezvous=" + rank0->address()});
-  std::unique_ptr<LocalWorker> rank2 = testing::StartWorkerOrDie(
+  std::unique_ptr<LocalWorker> rank2 = testing::StartRankOrDie(
       {"--rank=2", "--world_size=3", "--rendezvous=" + rank0->address()});
   ASSERT_TRUE(rank1 != nullptr && rank2 != nullptr);
   // A barrier on every rank at once is a real collective among the daemons.
@@ -170,8 +183,8 @@ TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
 
 TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
   std::unique_ptr<LocalWorker> rank0 =
-      testing::StartWorkerOrDie({"--rank=0", "--world_size=2",
-                                 "--peers=127.0.0.1:1", "--group_timeout=1s"});
+      testing::StartRankOrDie({"--rank=0", "--world_size=2",
+                               "--peers=127.0.0.1:1", "--group_timeout=1s"});
   ASSERT_NE(rank0, nullptr);
   Client client;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
@@ -187,9 +200,9 @@ TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
 }
 
 TEST(GroupJoinTest, ShutdownDoesNotWaitForMissingPeers) {
-  std::unique_ptr<LocalWorker> rank1 = testing::StartWorkerOrDie(
-      {"--rank=1", "--world_size=2", "--peers=127.0.0.1:1",
-       "--group_timeout=600s"});
+  std::unique_ptr<LocalWorker> rank1 =
+      testing::StartRankOrDie({"--rank=1", "--world_size=2",
+                               "--peers=127.0.0.1:1", "--group_timeout=600s"});
   ASSERT_NE(rank1, nullptr);
   const absl::Time start = absl::Now();
   absl::StatusOr<int> code = rank1->Stop(absl::Seconds(60));

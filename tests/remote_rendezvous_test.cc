@@ -12,9 +12,12 @@
 namespace distopt {
 namespace {
 
+constexpr char kSecret[] = "a secret of the test group";
+
 TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
   WorkerOptions options;
   options.listen = "127.0.0.1:0";
+  options.group_secret = kSecret;
   absl::StatusOr<std::unique_ptr<WorkerServer>> daemon =
       WorkerServer::Start(options);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -24,7 +27,7 @@ TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < 3; ++r) {
     ranks.emplace_back([&, r] {
-      RemoteRendezvousStore store(address);
+      RemoteRendezvousStore store(address, kSecret);
       GlooOptions gloo;
       gloo.rank = r;
       gloo.size = 3;
@@ -46,13 +49,36 @@ TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
 TEST(RemoteRendezvousTest, AMissingKeyTimesOutNamingIt) {
   WorkerOptions options;
   options.listen = "127.0.0.1:0";
+  options.group_secret = kSecret;
   auto daemon = *WorkerServer::Start(options);
-  RemoteRendezvousStore store(daemon->address());
+  RemoteRendezvousStore store(daemon->address(), kSecret);
   ASSERT_TRUE(store.Set("a", "1").ok());
   EXPECT_EQ(*store.Get("a", absl::Seconds(1)), "1");
   absl::StatusOr<std::string> missing = store.Get("b", absl::Milliseconds(100));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(missing.status().message(), ::testing::HasSubstr("b not set"));
+  EXPECT_THAT(missing.status().message(),
+              ::testing::HasSubstr("\"b\" not set"));
+}
+
+// The store is the group's: a caller without the secret, or with another
+// one, is refused and changes nothing.
+TEST(RemoteRendezvousTest, TheStoreServesOnlyTheGroupsSecret) {
+  WorkerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.group_secret = kSecret;
+  auto daemon = *WorkerServer::Start(options);
+  RemoteRendezvousStore member(daemon->address(), kSecret);
+  ASSERT_TRUE(member.Set("gloo/0", "address of rank 0").ok());
+  for (const char* secret : {"", "a guessed secret of the group"}) {
+    RemoteRendezvousStore stranger(daemon->address(), secret);
+    absl::Status status = stranger.Set("gloo/0", "garbage");
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(stranger.Get("gloo/0", absl::Seconds(1)).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(stranger.Delete("gloo/0").code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(*member.Get("gloo/0", absl::Seconds(1)), "address of rank 0");
 }
 
 }  // namespace

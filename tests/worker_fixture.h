@@ -16,15 +16,26 @@
 namespace distopt {
 namespace testing {
 
-// Starts a worker with `flags`; fails the test if it does not come up.
+// The secret of the data-parallel groups tests start.
+inline constexpr char kTestGroupSecret[] = "the secret of a test group";
+
+// Starts a worker with `flags` (a rank of a group with `group_secret`);
+// fails the test if it does not come up.
 inline std::unique_ptr<LocalWorker> StartWorkerOrDie(
-    std::vector<std::string> flags = {}) {
+    std::vector<std::string> flags = {}, std::string group_secret = "") {
   LocalWorkerOptions options;
   options.flags = std::move(flags);
+  options.group_secret = std::move(group_secret);
   absl::StatusOr<std::unique_ptr<LocalWorker>> worker =
       LocalWorker::Start(options);
   EXPECT_TRUE(worker.ok()) << worker.status();
   return worker.ok() ? *std::move(worker) : nullptr;
+}
+
+// Starts a rank of a test group (the group's secret given).
+inline std::unique_ptr<LocalWorker> StartRankOrDie(
+    std::vector<std::string> flags) {
+  return StartWorkerOrDie(std::move(flags), kTestGroupSecret);
 }
 
 // A host float32 tensor of `shape` holding start, start + step, ...
@@ -47,9 +58,11 @@ class WorkerTest : public ::testing::Test {
  protected:
   // Flags for the worker; override to configure it.
   virtual std::vector<std::string> WorkerFlags() const { return {}; }
+  // The group's secret, for a worker that is a rank of a group.
+  virtual std::string GroupSecret() const { return ""; }
 
   void SetUp() override {
-    worker_ = StartWorkerOrDie(WorkerFlags());
+    worker_ = StartWorkerOrDie(WorkerFlags(), GroupSecret());
     ASSERT_NE(worker_, nullptr);
     address_ = worker_->address();
   }

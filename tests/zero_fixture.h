@@ -88,14 +88,14 @@ class ZeroServiceTest : public ::testing::Test {
   void StartRanksHolding(int world,
                          const std::vector<std::vector<Tensor>>& values) {
     world_ = world;
-    ranks_.push_back(testing::StartWorkerOrDie(
-        {"--rank=0", absl::StrCat("--world_size=", world),
-         "--rendezvous=127.0.0.1:1", "--group_timeout=60s"}));
-    ASSERT_NE(ranks_[0], nullptr);
-    for (int r = 1; r < world; ++r) {
-      ranks_.push_back(testing::StartWorkerOrDie(
-          {absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
-           "--rendezvous=" + ranks_[0]->address()}));
+    for (int r = 0; r < world; ++r) {
+      std::vector<std::string> flags = {
+          absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
+          "--rendezvous=" +
+              (r == 0 ? std::string("127.0.0.1:1") : ranks_[0]->address()),
+          "--group_timeout=60s"};
+      flags.insert(flags.end(), extra_flags_.begin(), extra_flags_.end());
+      ranks_.push_back(testing::StartRankOrDie(flags));
       ASSERT_NE(ranks_[r], nullptr);
     }
     for (int r = 0; r < world; ++r) {
@@ -222,6 +222,8 @@ class ZeroServiceTest : public ::testing::Test {
   }
 
  protected:
+  // More flags for every rank.
+  std::vector<std::string> extra_flags_;
   int world_ = 0;
   std::vector<std::unique_ptr<LocalWorker>> ranks_;
   std::vector<std::string> addresses_;

@@ -12,6 +12,8 @@ if [ ! -x "$binary" ]; then
   exit 1
 fi
 dir=$(mktemp -d)
+# The group's secret: only the ranks may use the group's store.
+(umask 077 && head -c 32 /dev/urandom | base64 > "$dir/group_secret")
 pids=()
 stop() {
   # The last rank first: every rank holds a connection to rank 0's store.
@@ -24,7 +26,8 @@ stop() {
 trap stop EXIT INT TERM
 start_rank() {
   "$binary" --listen=127.0.0.1:0 --port_file="$dir/$1" --rank="$1" \
-    --world_size="$world" "${@:2}" >/dev/null &
+    --world_size="$world" --group_secret_file="$dir/group_secret" \
+    "${@:2}" >/dev/null &
   pids+=($!)
   until [ -s "$dir/$1" ]; do
     kill -0 "${pids[$1]}" 2>/dev/null || { echo "rank $1 failed" >&2; exit 1; }

@@ -7,6 +7,7 @@
 #define DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace distopt {
@@ -19,6 +20,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+
+  // Bounds each later collective: a peer that does not take part within
+  // `timeout` is an error (DEADLINE_EXCEEDED).
+  virtual void SetTimeout(absl::Duration timeout) = 0;
 
   // In place: every rank ends with the reduction over all ranks.
   virtual absl::Status AllReduce(absl::Span<float> values, ReduceOp op) = 0;

@@ -24,4 +24,10 @@ absl::StatusOr<Communicator*> GlooCommunicatorGroup::Subgroup(int size) {
   return result;
 }
 
+void GlooCommunicatorGroup::SetTimeout(absl::Duration timeout) {
+  options_.timeout = timeout;  // Subgroups made later connect within it.
+  global_->SetTimeout(timeout);
+  for (auto& [size, subgroup] : subgroups_) subgroup->SetTimeout(timeout);
+}
+
 }  // namespace distopt

@@ -22,6 +22,8 @@ class CommunicatorGroup {
   // This rank's block of `size` ranks; the global communicator for the
   // world size. INVALID_ARGUMENT unless `size` divides the world size.
   virtual absl::StatusOr<Communicator*> Subgroup(int size) = 0;
+  // Bounds each later collective of the group and its subgroups.
+  virtual void SetTimeout(absl::Duration timeout) = 0;
 };
 
 // Over gloo: subgroups are connected through `store` with `options` (the
@@ -35,10 +37,11 @@ class GlooCommunicatorGroup : public CommunicatorGroup {
 
   Communicator& global() override { return *global_; }
   absl::StatusOr<Communicator*> Subgroup(int size) override;
+  void SetTimeout(absl::Duration timeout) override;
 
  private:
   Communicator* const global_;
-  const GlooOptions options_;
+  GlooOptions options_;
   RendezvousStore* const store_;
   std::map<int, std::unique_ptr<Communicator>> subgroups_;
 };

@@ -114,6 +114,9 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
+  void SetTimeout(absl::Duration timeout) override {
+    timeout_ = std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
+  }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     absl::Status status = Guard("all-reduce", [&] {
@@ -235,7 +238,7 @@ class GlooCommunicator : public Communicator {
   }
 
   const std::shared_ptr<gloo::rendezvous::Context> context_;
-  const std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds timeout_;
   // Every rank issues the same collectives in the same order, so the tags
   // match.
   uint32_t next_tag_ = 1;
@@ -284,6 +287,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooSubgroup(
   options.size = size;
   options.prefix = absl::StrCat(group.prefix, "/subgroup", size, "/", block);
   return CreateGlooCommunicator(options, store);
+}
+
+std::string GlooRendezvousKey(const GlooOptions& options) {
+  return absl::StrCat(options.prefix, "/", options.rank);
 }
 
 }  // namespace distopt

@@ -43,6 +43,9 @@ struct SubgroupOptions {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const GlooOptions& options, RendezvousStore* store);
 
+// The store key under which gloo's rendezvous keeps this rank's addresses.
+std::string GlooRendezvousKey(const GlooOptions& options);
+
 // This rank's subgroup: ranks [b * size, (b + 1) * size) of the group, with
 // ranks renumbered from 0. INVALID_ARGUMENT when the group's size is not a
 // multiple of the subgroup size.

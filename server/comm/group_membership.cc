@@ -12,12 +12,93 @@ namespace {
 
 std::string DaemonKey(int rank) { return absl::StrCat("daemons/", rank); }
 
+// Where round `round`'s gloo rendezvous keeps its keys.
+std::string RoundPrefix(int64_t round) {
+  return absl::StrCat("gloo/round", round);
+}
+
+// Whether `status` came from a collective that failed (a peer gone, a
+// timeout, the connections closed), which breaks gloo's communicator.
+bool BreaksTheRound(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+         absl::IsInternal(status);
+}
+
 }  // namespace
+
+// The group's communicator across rounds: forwards to the current round's,
+// sets each collective's timeout, and notes whether a collective of the
+// call in progress succeeded (a call whose first collective failed changed
+// nothing and may run again on a new round). Used under the membership's
+// collective lock only.
+class RoundCommunicator : public Communicator {
+ public:
+  RoundCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+
+  void Reset(std::unique_ptr<Communicator> round) { round_ = std::move(round); }
+  void BeginCall() { succeeded_ = false; }
+  bool succeeded() const { return succeeded_; }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void SetTimeout(absl::Duration timeout) override {
+    timeout_ = timeout;
+    if (round_ != nullptr) round_->SetTimeout(timeout);
+  }
+
+  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    return Note([&](Communicator& c) { return c.AllReduce(values, op); });
+  }
+  absl::Status Broadcast(absl::Span<float> values, int root) override {
+    return Note([&](Communicator& c) { return c.Broadcast(values, root); });
+  }
+  absl::Status AllGather(absl::Span<const float> input,
+                         absl::Span<float> output) override {
+    return Note([&](Communicator& c) { return c.AllGather(input, output); });
+  }
+  absl::Status ReduceScatter(absl::Span<const float> input,
+                             absl::Span<float> output, ReduceOp op) override {
+    return Note(
+        [&](Communicator& c) { return c.ReduceScatter(input, output, op); });
+  }
+  absl::Status Barrier() override {
+    return Note([&](Communicator& c) { return c.Barrier(); });
+  }
+  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    return Note([&](Communicator& c) { return c.BroadcastBytes(bytes, root); });
+  }
+  absl::Status GatherBytes(absl::Span<const char> input,
+                           absl::Span<char> output, int root) override {
+    return Note(
+        [&](Communicator& c) { return c.GatherBytes(input, output, root); });
+  }
+
+ private:
+  template <typename Call>
+  absl::Status Note(Call call) {
+    if (round_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "group: no communicator (the group has not joined)");
+    }
+    absl::Status status = call(*round_);
+    if (status.ok()) succeeded_ = true;
+    return status;
+  }
+
+  const int rank_;
+  const int size_;
+  std::unique_ptr<Communicator> round_;
+  absl::Duration timeout_ = absl::Minutes(5);
+  bool succeeded_ = false;
+};
 
 GroupMembership::GroupMembership(const GroupSettings& settings,
                                  KeyValueStore* local_store)
     : rank_(settings.rank),
       world_size_(settings.world_size),
+      on_ready_changed_(settings.on_ready_changed),
+      global_(std::make_unique<RoundCommunicator>(settings.rank,
+                                                  settings.world_size)),
       joiner_([this, settings, local_store] { Join(settings, local_store); }) {}
 
 GroupMembership::~GroupMembership() { StopJoining(); }
@@ -27,35 +108,68 @@ void GroupMembership::StopJoining() {
   if (joiner_.joinable()) joiner_.join();
 }
 
+void GroupMembership::SetState(State state, absl::Status error) {
+  {
+    absl::MutexLock lock(&mutex_);
+    state_ = state;
+    error_ = std::move(error);
+  }
+  if (on_ready_changed_) on_ready_changed_(state == State::kReady);
+}
+
 void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
   std::unique_ptr<RendezvousStore> store;
   if (settings.rank0_address.empty()) {
     store = std::make_unique<LocalRendezvousStore>(local_store);
   } else {
-    store = std::make_unique<RemoteRendezvousStore>(settings.rank0_address);
+    store = std::make_unique<RemoteRendezvousStore>(settings.rank0_address,
+                                                    settings.secret);
   }
   // Best effort: without it a lost rank is reported by number only.
   if (!settings.daemon_address.empty()) {
     store->Set(DaemonKey(settings.rank), settings.daemon_address).IgnoreError();
   }
+  {
+    absl::MutexLock lock(&mutex_);
+    store_ = std::move(store);
+    settings_ = settings;
+  }
+  // Calls wait for joining on mutex_, not on this lock.
+  absl::MutexLock collective(&collective_mutex_);
+  absl::Status connected = ConnectLocked(0, settings.timeout);
+  {
+    absl::MutexLock lock(&mutex_);
+    joined_ = connected.ok();
+  }
+  SetState(connected.ok() ? State::kReady : State::kFailed, connected);
+}
+
+absl::Status GroupMembership::ConnectLocked(int64_t round,
+                                            absl::Duration timeout) {
   GlooOptions options;
-  options.rank = settings.rank;
-  options.size = settings.world_size;
-  options.hostname = settings.hostname;
-  options.timeout = settings.timeout;
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    options.rank = settings_.rank;
+    options.size = settings_.world_size;
+    options.hostname = settings_.hostname;
+    store = store_.get();
+  }
+  options.prefix = RoundPrefix(round);
+  options.timeout = timeout;
   options.cancelled = [this] { return stopping_.load(); };
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-      CreateGlooCommunicator(options, store.get());
-  absl::MutexLock lock(&mutex_);
-  store_ = std::move(store);
-  gloo_options_ = options;
-  if (communicator.ok()) {
-    communicator_ = *std::move(communicator);
-    state_ = State::kReady;
-  } else {
-    error_ = communicator.status();
-    state_ = State::kFailed;
+      CreateGlooCommunicator(options, store);
+  if (!communicator.ok()) {
+    // A peer arriving later must wait for this rank's next address, not
+    // connect to the one it gave up.
+    store->Delete(GlooRendezvousKey(options)).IgnoreError();
+    return communicator.status();
   }
+  global_->Reset(*std::move(communicator));
+  group_ =
+      std::make_unique<GlooCommunicatorGroup>(global_.get(), options, store);
+  return absl::OkStatus();
 }
 
 GroupMembership::State GroupMembership::state() const {
@@ -66,6 +180,69 @@ GroupMembership::State GroupMembership::state() const {
 absl::Status GroupMembership::error() const {
   absl::MutexLock lock(&mutex_);
   return error_;
+}
+
+int64_t GroupMembership::round() const {
+  absl::MutexLock lock(&mutex_);
+  return round_;
+}
+
+void GroupMembership::MarkFailed(const absl::Status& failure) {
+  round_failed_ = true;
+  int64_t round = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    round = round_;
+  }
+  SetState(State::kFailed,
+           absl::Status(failure.code(),
+                        absl::StrCat("round ", round,
+                                     " of the group failed on "
+                                     "rank ",
+                                     rank_, ": ", failure.message())));
+}
+
+absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
+  int64_t next = 0;
+  absl::Status previous;
+  {
+    absl::MutexLock lock(&mutex_);
+    next = round_ + 1;
+    previous = error_;
+  }
+  // The old round's connections go first: a peer still in one of its
+  // collectives fails at once instead of at its timeout.
+  group_.reset();
+  global_->Reset(nullptr);
+  absl::Status connected = ConnectLocked(next, timeout);
+  if (!connected.ok()) {
+    round_failed_ = true;
+    const absl::Status failure = absl::FailedPreconditionError(absl::StrCat(
+        previous.ok() ? "" : absl::StrCat(previous.message(), "; "),
+        "re-forming the group as round ", next, " failed on rank ", rank_, ": ",
+        connected.message(),
+        "; expected every rank to re-form it (GroupService.Reform, or the "
+        "same group call, on every rank)"));
+    SetState(State::kFailed, failure);
+    return failure;
+  }
+  round_failed_ = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    round_ = next;
+  }
+  SetState(State::kReady, absl::OkStatus());
+  return absl::OkStatus();
+}
+
+absl::Status GroupMembership::Reform(absl::Duration timeout) {
+  {
+    absl::MutexLock lock(&mutex_);
+    absl::Status joined = AwaitJoinedLocked(timeout);
+    if (!joined.ok()) return joined;
+  }
+  absl::MutexLock serial(&collective_mutex_);
+  return ReformLocked(timeout);
 }
 
 absl::Status GroupMembership::Run(
@@ -79,43 +256,45 @@ absl::Status GroupMembership::Run(
 absl::Status GroupMembership::RunInGroup(
     absl::Duration timeout,
     const std::function<absl::Status(CommunicatorGroup&)>& collective) {
-  Communicator* communicator = nullptr;
-  RendezvousStore* store = nullptr;
-  GlooOptions options;
   {
     absl::MutexLock lock(&mutex_);
-    absl::Status ready = AwaitReadyLocked(timeout);
-    if (!ready.ok()) return ready;
-    communicator = communicator_.get();
-    store = store_.get();
-    options = gloo_options_;
+    absl::Status joined = AwaitJoinedLocked(timeout);
+    if (!joined.ok()) return joined;
   }
   absl::MutexLock serial(&collective_mutex_);
-  if (group_ == nullptr) {
-    group_ =
-        std::make_unique<GlooCommunicatorGroup>(communicator, options, store);
+  if (round_failed_) {
+    absl::Status reformed = ReformLocked(timeout);
+    if (!reformed.ok()) return reformed;
   }
-  absl::Status status = collective(*group_);
-  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
-    return NameLostRanks(status);
+  for (int attempt = 0;; ++attempt) {
+    group_->SetTimeout(timeout);
+    global_->BeginCall();
+    absl::Status status = collective(*group_);
+    if (!BreaksTheRound(status)) return status;
+    MarkFailed(status);
+    // The round was broken before this call changed anything (its first
+    // collective failed at once, a peer having closed the connections):
+    // a new round, and the call once more.
+    const bool untouched =
+        !global_->succeeded() && !absl::IsDeadlineExceeded(status);
+    if (attempt > 0 || !untouched || !ReformLocked(timeout).ok()) {
+      return NameLostRanks(status);
+    }
   }
-  return status;
 }
 
-absl::Status GroupMembership::AwaitReadyLocked(absl::Duration timeout) {
+absl::Status GroupMembership::AwaitJoinedLocked(absl::Duration timeout) {
   auto joined = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return state_ != State::kJoining;
+    return joined_ || state_ == State::kFailed;
   };
   mutex_.AwaitWithTimeout(absl::Condition(&joined), timeout);
+  if (joined_) return absl::OkStatus();
   if (state_ == State::kJoining) {
     return absl::UnavailableError(
         "group: still waiting for the other ranks to join");
   }
-  if (state_ == State::kFailed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("group: joining failed: ", error_.message()));
-  }
-  return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("group: joining failed: ", error_.message()));
 }
 
 absl::Status GroupMembership::Publish(const std::string& key,
@@ -123,8 +302,8 @@ absl::Status GroupMembership::Publish(const std::string& key,
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    absl::Status ready = AwaitReadyLocked(absl::ZeroDuration());
-    if (!ready.ok()) return ready;
+    absl::Status joined = AwaitJoinedLocked(absl::ZeroDuration());
+    if (!joined.ok()) return joined;
     store = store_.get();
   }
   return store->Set(key, value);
@@ -135,8 +314,8 @@ absl::StatusOr<std::string> GroupMembership::Lookup(const std::string& key,
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    absl::Status ready = AwaitReadyLocked(absl::ZeroDuration());
-    if (!ready.ok()) return ready;
+    absl::Status joined = AwaitJoinedLocked(absl::ZeroDuration());
+    if (!joined.ok()) return joined;
     store = store_.get();
   }
   return store->Get(key, timeout);
@@ -146,8 +325,8 @@ absl::StatusOr<int> GroupMembership::RanksOnThisHost(absl::Duration timeout) {
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
-    absl::Status ready = AwaitReadyLocked(timeout);
-    if (!ready.ok()) return ready;
+    absl::Status joined = AwaitJoinedLocked(timeout);
+    if (!joined.ok()) return joined;
     store = store_.get();
   }
   auto host_of = [](const std::string& address) {

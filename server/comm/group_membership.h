@@ -4,7 +4,20 @@
 // (--rendezvous, or the first of --peers, which lists the other ranks in
 // rank order), and a gloo communicator connects all ranks. Until every rank
 // has come (or the timeout passes) the group is JOINING; then READY, or
-// FAILED with the reason. Thread-safe.
+// FAILED with the reason.
+//
+// Rounds. The communicator of one round breaks for good when one of its
+// collectives fails (gloo closes the connections of a rank whose collective
+// timed out, and the peers' next collectives fail at once). The group then
+// says FAILED, with the collective and the rank that failed, until it is
+// re-formed: a new round, connected afresh through the rendezvous store,
+// with the same ranks. Reform() does it on demand (every rank calls it);
+// RunInGroup does it by itself, first, when its own round is known to have
+// failed, and once more when a call's first collective finds the round
+// broken by a peer (nothing has changed then, so the call can run again).
+//
+// Every collective of a call is bounded by the timeout that call gives.
+// Thread-safe; collectives are serialised.
 #ifndef DISTOPT_SERVER_COMM_GROUP_MEMBERSHIP_H_
 #define DISTOPT_SERVER_COMM_GROUP_MEMBERSHIP_H_
 
@@ -25,17 +38,25 @@
 
 namespace distopt {
 
+class RoundCommunicator;
+
 struct GroupSettings {
   int rank = 0;
   int world_size = 1;
   // Rank 0's GroupService address; empty on rank 0 itself.
   std::string rank0_address;
+  // What every rank presents to rank 0's store (--group_secret_file).
+  std::string secret;
   // The address this daemon's collective connections bind to.
   std::string hostname = "127.0.0.1";
+  // For joining, and for collectives of calls that give no timeout.
   absl::Duration timeout = absl::Minutes(5);
   // This daemon's gRPC address as peers reach it, published in the store so
   // that a failed collective can name the rank that no longer answers.
   std::string daemon_address;
+  // Told each new state, whether it is READY (the daemon's health follows
+  // it); called with no lock but the collective one held.
+  std::function<void(bool ready)> on_ready_changed;
 };
 
 class GroupMembership {
@@ -49,27 +70,45 @@ class GroupMembership {
   GroupMembership(const GroupMembership&) = delete;
   GroupMembership& operator=(const GroupMembership&) = delete;
 
-  // Gives up joining, if still joining, and waits for that to end. A
-  // daemon stopping calls this while it still serves its store, so that
+  // Gives up joining (and any re-formation), and waits for joining to end.
+  // A daemon stopping calls this while it still serves its store, so that
   // peers in the middle of the rendezvous are not left waiting for it.
   void StopJoining();
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   State state() const ABSL_LOCKS_EXCLUDED(mutex_);
-  // Why joining failed (OK otherwise).
+  // Why joining or the current round failed (OK otherwise).
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The round of the communicator: 0 after joining, +1 per re-formation.
+  int64_t round() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Waits for the group to be ready, up to `timeout`, and runs `collective`
-  // on its communicator; collectives are serialised. FAILED_PRECONDITION
-  // when joining failed, UNAVAILABLE while still joining. A collective that
-  // fails for want of a peer has the ranks that no longer answer added to
-  // its message.
+  // on its communicators, every collective bounded by `timeout`;
+  // collectives are serialised. A failed round is re-formed first (see
+  // above). FAILED_PRECONDITION when joining failed or the round cannot be
+  // re-formed, UNAVAILABLE while still joining. A collective that fails for
+  // want of a peer has the ranks that no longer answer added to its
+  // message, and marks the round failed.
+  absl::Status RunInGroup(
+      absl::Duration timeout,
+      const std::function<absl::Status(CommunicatorGroup&)>& collective)
+      ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
+  // The same on the whole group's communicator. Optimizers may keep the
+  // communicator a call gives them: it stays valid across rounds.
   absl::Status Run(absl::Duration timeout,
                    const std::function<absl::Status(Communicator&)>& collective)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+      ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
+
+  // Collective (every rank calls it): connects a new round of the group,
+  // whatever the state of the current one; the old round's communicator
+  // is dropped. FAILED_PRECONDITION naming the ranks that did not come
+  // within `timeout` (the group then stays FAILED).
+  absl::Status Reform(absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
+
   // The group's key-value store (rank 0's), for small records every rank
-  // can read: UNAVAILABLE until the group is ready.
+  // can read: UNAVAILABLE until the group has joined.
   absl::Status Publish(const std::string& key, const std::string& value)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<std::string> Lookup(const std::string& key,
@@ -84,32 +123,44 @@ class GroupMembership {
   absl::StatusOr<int> RanksOnThisHost(absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // The same, with the group's subgroups at hand too.
-  absl::Status RunInGroup(
-      absl::Duration timeout,
-      const std::function<absl::Status(CommunicatorGroup&)>& collective)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
+  // Connects round `round` through the store and makes it the group's; on
+  // failure removes this rank's rendezvous key, so that a later attempt is
+  // not read stale.
+  absl::Status ConnectLocked(int64_t round, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_);
+  absl::Status ReformLocked(absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_);
+  void MarkFailed(const absl::Status& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_)
+          ABSL_LOCKS_EXCLUDED(mutex_);
+  void SetState(State state, absl::Status error) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status NameLostRanks(const absl::Status& failure);
-  // OK once joined; UNAVAILABLE while still joining after `timeout`;
-  // FAILED_PRECONDITION when joining failed.
-  absl::Status AwaitReadyLocked(absl::Duration timeout)
+  // OK once joined (the round may have failed since); UNAVAILABLE while
+  // still joining after `timeout`; FAILED_PRECONDITION when joining failed.
+  absl::Status AwaitJoinedLocked(absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int rank_;
   const int world_size_;
   std::atomic<bool> stopping_{false};
+  std::function<void(bool)> on_ready_changed_;
   mutable absl::Mutex mutex_;
   State state_ ABSL_GUARDED_BY(mutex_) = State::kJoining;
   absl::Status error_ ABSL_GUARDED_BY(mutex_);
+  bool joined_ ABSL_GUARDED_BY(mutex_) = false;
+  int64_t round_ ABSL_GUARDED_BY(mutex_) = 0;
   std::unique_ptr<RendezvousStore> store_ ABSL_GUARDED_BY(mutex_);
-  std::unique_ptr<Communicator> communicator_ ABSL_GUARDED_BY(mutex_);
-  GlooOptions gloo_options_ ABSL_GUARDED_BY(mutex_);
-  absl::Mutex collective_mutex_;  // One collective at a time.
+  GroupSettings settings_ ABSL_GUARDED_BY(mutex_);
+  // Held while a collective (or a rendezvous) runs; mutex_ may be taken
+  // under it, never the other way round.
+  absl::Mutex collective_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
+  // Stable across rounds: optimizers keep it; it forwards to the round's.
+  std::unique_ptr<RoundCommunicator> global_;
   std::unique_ptr<GlooCommunicatorGroup> group_
       ABSL_GUARDED_BY(collective_mutex_);
+  bool round_failed_ ABSL_GUARDED_BY(collective_mutex_) = false;
   std::thread joiner_;
 };
 

@@ -1,5 +1,6 @@
 #include "server/comm/key_value_store.h"
 
+#include <atomic>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -42,7 +43,48 @@ TEST(KeyValueStoreTest, WaitTimesOutNamingTheMissingKeys) {
   absl::Status status =
       store.Wait({"here", "rank1/address"}, absl::Milliseconds(50));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(status.message(), HasSubstr("rank1/address not set"));
+  EXPECT_THAT(status.message(), HasSubstr("\"rank1/address\" not set"));
+}
+
+TEST(KeyValueStoreTest, AWaitEndsWhenItsCallerCancelsOrTheStoreCloses) {
+  KeyValueStore store;
+  std::atomic<bool> cancelled{false};
+  absl::Status status;
+  std::thread waiter([&] {
+    status = store.Wait({"never"}, absl::Minutes(10),
+                        [&] { return cancelled.load(); });
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  cancelled = true;
+  const absl::Time start = absl::Now();
+  waiter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+
+  std::thread closed(
+      [&] { status = store.Wait({"never"}, absl::Minutes(10)); });
+  absl::SleepFor(absl::Milliseconds(100));
+  store.Close();
+  closed.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  // Later waits are refused at once.
+  EXPECT_EQ(store.Wait({"never"}, absl::Minutes(10)).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(KeyValueStoreTest, EntriesCountAgainstTheBudget) {
+  MemoryBudget budget(0, 1000);
+  KeyValueStore store(&budget);
+  ASSERT_TRUE(store.Set("a", std::string(500, 'x')).ok());
+  EXPECT_EQ(budget.used_bytes(), 1 + 500 + KeyValueStore::kEntryOverheadBytes);
+  EXPECT_EQ(store.Set("b", std::string(500, 'x')).code(),
+            absl::StatusCode::kResourceExhausted);
+  // Replacing a value frees the old one's bytes.
+  ASSERT_TRUE(store.Set("a", "short").ok());
+  EXPECT_EQ(budget.used_bytes(), 1 + 5 + KeyValueStore::kEntryOverheadBytes);
+  EXPECT_TRUE(store.Delete("a"));
+  EXPECT_FALSE(store.Delete("a"));
+  EXPECT_EQ(budget.used_bytes(), 0u);
 }
 
 TEST(KeyValueStoreTest, ConcurrentAddsAllCount) {

@@ -47,6 +47,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void SetTimeout(absl::Duration timeout) override { timeout_ = timeout; }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     return Run("all-reduce", [&] {
@@ -200,7 +201,7 @@ class NcclCommunicator : public Communicator {
   const int rank_;
   const int size_;
   const int device_;
-  const absl::Duration timeout_;
+  absl::Duration timeout_;
   bool broken_ = false;
   float* barrier_ = nullptr;
 };

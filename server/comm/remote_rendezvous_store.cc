@@ -1,9 +1,12 @@
 #include "server/comm/remote_rendezvous_store.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/group_secret.h"
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -25,49 +28,63 @@ absl::Status Annotate(const grpc::Status& status, const std::string& address) {
 
 }  // namespace
 
-RemoteRendezvousStore::RemoteRendezvousStore(const std::string& address)
+RemoteRendezvousStore::RemoteRendezvousStore(const std::string& address,
+                                             std::string secret)
     : address_(address),
+      secret_(std::move(secret)),
       stub_(v1::GroupService::NewStub(
           grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
 
+std::unique_ptr<grpc::ClientContext> RemoteRendezvousStore::Context(
+    absl::Duration timeout) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context->AddMetadata(kGroupSecretMetadata, secret_);
+  return context;
+}
+
 absl::Status RemoteRendezvousStore::Set(const std::string& key,
                                         const std::string& value) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallSlack));
   v1::SetRequest request;
   request.set_key(key);
   request.set_value(value);
   v1::SetResponse response;
-  return Annotate(stub_->Set(&context, request, &response), address_);
+  return Annotate(stub_->Set(Context(kCallSlack).get(), request, &response),
+                  address_);
 }
 
 absl::StatusOr<std::string> RemoteRendezvousStore::Get(const std::string& key,
                                                        absl::Duration timeout) {
   absl::Status waited = Wait({key}, timeout);
   if (!waited.ok()) return waited;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallSlack));
   v1::GetRequest request;
   request.set_key(key);
   v1::GetResponse response;
-  absl::Status status =
-      Annotate(stub_->Get(&context, request, &response), address_);
+  absl::Status status = Annotate(
+      stub_->Get(Context(kCallSlack).get(), request, &response), address_);
   if (!status.ok()) return status;
   return response.value();
 }
 
 absl::Status RemoteRendezvousStore::Wait(const std::vector<std::string>& keys,
                                          absl::Duration timeout) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout + kCallSlack));
+  std::unique_ptr<grpc::ClientContext> context = Context(timeout + kCallSlack);
   // Until the store's daemon is up, keep trying rather than fail at once.
-  context.set_wait_for_ready(true);
+  context->set_wait_for_ready(true);
   v1::WaitRequest request;
   for (const std::string& key : keys) request.add_keys(key);
   request.set_timeout_ms(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
   v1::WaitResponse response;
-  return Annotate(stub_->Wait(&context, request, &response), address_);
+  return Annotate(stub_->Wait(context.get(), request, &response), address_);
+}
+
+absl::Status RemoteRendezvousStore::Delete(const std::string& key) {
+  v1::DeleteRequest request;
+  request.set_key(key);
+  v1::DeleteResponse response;
+  return Annotate(stub_->Delete(Context(kCallSlack).get(), request, &response),
+                  address_);
 }
 
 }  // namespace distopt

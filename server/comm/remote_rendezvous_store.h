@@ -1,7 +1,7 @@
 // RemoteRendezvousStore: a RendezvousStore on another daemon's
 // GroupService (rank 0's, for a group), so that ranks in different
-// processes bootstrap their collectives through one store. Every call has a
-// deadline. Thread-safe.
+// processes bootstrap their collectives through one store. Every call
+// carries the group's secret and has a deadline. Thread-safe.
 #ifndef DISTOPT_SERVER_COMM_REMOTE_RENDEZVOUS_STORE_H_
 #define DISTOPT_SERVER_COMM_REMOTE_RENDEZVOUS_STORE_H_
 
@@ -16,17 +16,23 @@ namespace distopt {
 
 class RemoteRendezvousStore : public RendezvousStore {
  public:
-  // `address` is the daemon holding the store ("host:port").
-  explicit RemoteRendezvousStore(const std::string& address);
+  // `address` is the daemon holding the store ("host:port"); `secret` is
+  // the group's (see GroupService).
+  RemoteRendezvousStore(const std::string& address, std::string secret);
 
   absl::Status Set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> Get(const std::string& key,
                                   absl::Duration timeout) override;
   absl::Status Wait(const std::vector<std::string>& keys,
                     absl::Duration timeout) override;
+  absl::Status Delete(const std::string& key) override;
 
  private:
+  // A call's context: the secret, and a deadline `timeout` from now.
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+
   const std::string address_;
+  const std::string secret_;
   std::unique_ptr<v1::GroupService::Stub> stub_;
 };
 

@@ -26,6 +26,8 @@ class RendezvousStore {
   // DEADLINE_EXCEEDED naming the missing keys after `timeout`.
   virtual absl::Status Wait(const std::vector<std::string>& keys,
                             absl::Duration timeout) = 0;
+  // Removes the key (nothing when it is not set).
+  virtual absl::Status Delete(const std::string& key) = 0;
 };
 
 // A RendezvousStore over a KeyValueStore in this process. Thread-safe.
@@ -44,6 +46,10 @@ class LocalRendezvousStore : public RendezvousStore {
   absl::Status Wait(const std::vector<std::string>& keys,
                     absl::Duration timeout) override {
     return store_->Wait(keys, timeout);
+  }
+  absl::Status Delete(const std::string& key) override {
+    store_->Delete(key);
+    return absl::OkStatus();
   }
 
  private:

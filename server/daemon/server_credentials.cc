@@ -1,39 +1,15 @@
 #include "server/daemon/server_credentials.h"
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/constant_time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
+#include "server/daemon/flag_files.h"
 
 namespace distopt {
 namespace {
-
-absl::StatusOr<std::string> ReadFlagFile(const std::string& path,
-                                         absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, "=", path, ": cannot read it"));
-  }
-  if (contents.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, "=", path, ": missing or empty; expected a readable file"));
-  }
-  return contents.str();
-}
-
-// Compares without an early exit, so timing does not reveal the token.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < a.size(); ++i) difference |= a[i] ^ b[i];
-  return difference == 0;
-}
 
 // Accepts a call only with "authorization: Bearer <token>".
 class BearerTokenChecker : public grpc::AuthMetadataProcessor {
@@ -45,6 +21,13 @@ class BearerTokenChecker : public grpc::AuthMetadataProcessor {
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext*,
                        OutputMetadata* consumed, OutputMetadata*) override {
+    // Two tokens would let a check that reads one pass a call that carries
+    // another: refused outright.
+    if (metadata.count("authorization") > 1) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "authorization: more than one; expected one "
+                          "\"Bearer <token>\"");
+    }
     auto it = metadata.find("authorization");
     if (it == metadata.end()) {
       return grpc::Status(
@@ -90,16 +73,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
       grpc::SslServerCredentials(ssl);
   if (!options.auth_token_file.empty()) {
     absl::StatusOr<std::string> token =
-        ReadFlagFile(options.auth_token_file, "--auth_token_file");
+        ReadSecretFile(options.auth_token_file, "--auth_token_file", 1);
     if (!token.ok()) return token.status();
-    const std::string trimmed(absl::StripAsciiWhitespace(*token));
-    if (trimmed.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--auth_token_file=", options.auth_token_file,
-                       ": holds only whitespace; expected a token"));
-    }
     credentials->SetAuthMetadataProcessor(
-        std::make_shared<BearerTokenChecker>(trimmed));
+        std::make_shared<BearerTokenChecker>(*std::move(token)));
   }
   return credentials;
 }

@@ -63,6 +63,13 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         "--world_size=", options.world_size,
         ": expected --peers or --rendezvous to find the other ranks"));
   }
+  if (options.world_size > 1 && options.group_secret_file.empty() &&
+      options.group_secret.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size=", options.world_size,
+        ": expected --group_secret_file, a file with the group's secret (the "
+        "same on every rank; only its ranks may use the group's store)"));
+  }
   if (options.max_total_bytes != 0 &&
       options.max_tensor_bytes > options.max_total_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

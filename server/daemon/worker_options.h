@@ -40,6 +40,13 @@ struct WorkerOptions {
 
   // How long a rank waits for the others to join its group.
   absl::Duration group_timeout = absl::Minutes(5);
+  // A file holding the group's secret (at least 16 bytes besides
+  // whitespace), the same on every rank: only callers that present it may
+  // use the group's key-value store. Required when world_size > 1.
+  std::string group_secret_file;
+  // For daemons started in-process (tests): the secret itself, instead of
+  // the file.
+  std::string group_secret;
 
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;

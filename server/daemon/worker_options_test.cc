@@ -59,12 +59,25 @@ TEST(WorkerOptionsTest, DataParallelFlagsAreAccepted) {
                 o.world_size = 3;
                 o.rank = 2;
                 o.peers = {"10.0.0.1:50051", "10.0.0.2:50051"};
+                o.group_secret_file = "/run/secrets/group";
               }).ok());
   EXPECT_TRUE(Check([](WorkerOptions& o) {
                 o.world_size = 4;
                 o.rank = 1;
                 o.rendezvous = "node0:50051";
+                o.group_secret_file = "/run/secrets/group";
               }).ok());
+}
+
+TEST(WorkerOptionsTest, AGroupNeedsItsSecret) {
+  absl::Status status = Check([](WorkerOptions& o) {
+    o.world_size = 2;
+    o.rank = 1;
+    o.rendezvous = "node0:50051";
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("--group_secret_file"));
 }
 
 }  // namespace

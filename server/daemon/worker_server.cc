@@ -7,10 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/group_secret.h"
 #include "common/wire_limits.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
+#include "server/daemon/flag_files.h"
 #include "server/daemon/server_credentials.h"
 #include "server/optim/plugin_loader.h"
 #include "server/params/checkpoint.h"
@@ -26,6 +28,12 @@ constexpr const char* kServedServices[] = {
     "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
     "distopt.v1.LocalSgdService",  "distopt.v1.ZeroService",
 };
+// The services that need the group's collectives.
+constexpr const char* kGroupServices[] = {
+    "distopt.v1.GroupService",
+    "distopt.v1.LocalSgdService",
+    "distopt.v1.ZeroService",
+};
 
 }  // namespace
 
@@ -37,12 +45,13 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       optimizer_kinds_(OptimizerRegistry::WithBuiltins()),
       contexts_(options.context_ttl, &budget_),
       autograd_(&contexts_, &parameters_, &ops_),
+      group_store_(&budget_),
       optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
       parameter_service_(&parameters_),
       autograd_service_(&contexts_, &autograd_),
-      group_service_(
-          {options.rank, options.world_size, options.peers, options.rendezvous},
-          &group_store_, &membership_view_),
+      group_service_({options.rank, options.world_size, options.peers,
+                      options.rendezvous, options.group_secret},
+                     &group_store_, &membership_view_),
       zero_({&parameters_, &contexts_, optimizer_kinds_.get(),
              &membership_view_}),
       zero_service_(&zero_),
@@ -62,8 +71,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(options.device);
   if (!backend.ok()) return backend.status();
 
+  WorkerOptions resolved = options;
+  if (!options.group_secret_file.empty()) {
+    absl::StatusOr<std::string> secret = ReadSecretFile(
+        options.group_secret_file, "--group_secret_file", kMinGroupSecretBytes);
+    if (!secret.ok()) return secret.status();
+    resolved.group_secret = *std::move(secret);
+  }
   std::unique_ptr<WorkerServer> worker(
-      new WorkerServer(options, *std::move(backend)));
+      new WorkerServer(resolved, *std::move(backend)));
   for (const std::string& path : options.optimizer_plugins) {
     absl::StatusOr<PluginLoadResult> loaded =
         LoadOptimizerPlugin(path, *worker->optimizer_kinds_);
@@ -111,6 +127,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   worker->address_ = absl::StrCat(host, ":", worker->port_);
+  // Serving from here on; the group's services follow the group's state.
+  worker->health_.SetAll(HealthCheckResponse::SERVING);
   if (options.world_size > 1) {
     GroupSettings group;
     group.rank = options.rank;
@@ -129,6 +147,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     }
     group.timeout = options.group_timeout;
     group.daemon_address = absl::StrCat(group.hostname, ":", worker->port_);
+    group.secret = resolved.group_secret;
+    // While the group's collectives are broken, its services say so.
+    HealthState* health = &worker->health_;
+    group.on_ready_changed = [health](bool ready) {
+      for (const char* service : kGroupServices) {
+        health->Set(service, ready ? HealthCheckResponse::SERVING
+                                   : HealthCheckResponse::NOT_SERVING);
+      }
+    };
     worker->membership_ =
         std::make_unique<GroupMembership>(group, &worker->group_store_);
     worker->membership_view_ = worker->membership_.get();
@@ -141,7 +168,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       self->contexts_.CollectIdle(absl::Now());
     }
   });
-  worker->health_.SetAll(HealthCheckResponse::SERVING);
   return worker;
 }
 
@@ -156,6 +182,8 @@ absl::Status WorkerServer::Shutdown() {
   // (on rank 0): a rendezvous half done would otherwise wait for peers that
   // can no longer reach the store, up to the group timeout.
   if (membership_ != nullptr) membership_->StopJoining();
+  // Calls waiting on the store end now, not at their timeouts.
+  group_store_.Close();
   optimizer_service_.CloseStreams();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();

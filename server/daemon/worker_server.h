@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/memory_budget.h"
 #include "grpcpp/server.h"
 #include "server/autograd/autograd_engine.h"
 #include "server/autograd/context_table.h"
@@ -26,7 +27,6 @@
 #include "server/dist_optim/optimizer_table.h"
 #include "server/localsgd/local_sgd_runner.h"
 #include "server/optim/registry.h"
-#include "common/memory_budget.h"
 #include "server/params/parameter_store.h"
 #include "server/services/autograd_service.h"
 #include "server/services/group_service.h"

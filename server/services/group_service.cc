@@ -4,16 +4,52 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/collective_timeout.h"
+#include "common/constant_time.h"
+#include "common/group_secret.h"
 #include "common/grpc_status.h"
 
 namespace distopt {
+namespace {
 
 // The longest a Wait or Barrier may block.
 constexpr int64_t kMaxWaitMilliseconds = 3600 * 1000;
 
-grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
-                                        const v1::GetGroupRequest*,
-                                        v1::GroupInfo* response) {
+absl::Status ValidateWait(int64_t timeout_ms) {
+  if (timeout_ms < 1 || timeout_ms > kMaxWaitMilliseconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "timeout_ms: ", timeout_ms, "; expected 1 to ", kMaxWaitMilliseconds));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GroupServiceImpl::CheckMember(
+    const grpc::ServerContext& context) const {
+  if (flags_.secret.empty()) {
+    return absl::PermissionDeniedError(
+        "group store: this daemon has no group secret (--group_secret_file); "
+        "its store serves no one");
+  }
+  const auto& metadata = context.client_metadata();
+  if (metadata.count(kGroupSecretMetadata) != 1) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "group store: only the ranks of the group may use it; expected one \"",
+        kGroupSecretMetadata, "\" metadata with the group's secret"));
+  }
+  const auto it = metadata.find(kGroupSecretMetadata);
+  if (!ConstantTimeEquals(
+          absl::string_view(it->second.data(), it->second.size()),
+          flags_.secret)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("group store: the \"", kGroupSecretMetadata,
+                     "\" metadata is not this group's secret"));
+  }
+  return absl::OkStatus();
+}
+
+void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
   response->set_rank(flags_.rank);
   response->set_world_size(flags_.world_size);
   for (const std::string& peer : flags_.peers) response->add_peers(peer);
@@ -25,8 +61,9 @@ grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
   if (membership == nullptr) {
     response->set_state(flags_.world_size == 1 ? v1::GroupInfo::SINGLE
                                                : v1::GroupInfo::JOINING);
-    return grpc::Status::OK;
+    return;
   }
+  response->set_round(membership->round());
   switch (membership->state()) {
     case GroupMembership::State::kJoining:
       response->set_state(v1::GroupInfo::JOINING);
@@ -39,18 +76,20 @@ grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
       response->set_error(std::string(membership->error().message()));
       break;
   }
+}
+
+grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
+                                        const v1::GetGroupRequest*,
+                                        v1::GroupInfo* response) {
+  DescribeGroup(response);
   return grpc::Status::OK;
 }
 
 grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext*,
                                        const v1::BarrierRequest* request,
                                        v1::BarrierResponse*) {
-  if (request->timeout_ms() < 1 ||
-      request->timeout_ms() > kMaxWaitMilliseconds) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("timeout_ms: ", request->timeout_ms(), "; expected 1 to ",
-                     kMaxWaitMilliseconds)));
-  }
+  absl::Status valid = ValidateWait(request->timeout_ms());
+  if (!valid.ok()) return ToGrpcStatus(valid);
   GroupMembership* membership = membership_->load();
   if (membership == nullptr) {
     if (flags_.world_size == 1) return grpc::Status::OK;  // Alone.
@@ -62,42 +101,76 @@ grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext*,
       [](Communicator& communicator) { return communicator.Barrier(); }));
 }
 
-grpc::Status GroupServiceImpl::Set(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Reform(grpc::ServerContext*,
+                                      const v1::ReformRequest* request,
+                                      v1::GroupInfo* response) {
+  absl::StatusOr<absl::Duration> timeout =
+      CollectiveTimeout(request->timeout_ms(), "timeout_ms");
+  if (!timeout.ok()) return ToGrpcStatus(timeout.status());
+  GroupMembership* membership = membership_->load();
+  if (membership == nullptr) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        flags_.world_size == 1
+            ? "group: this daemon is not in a data-parallel group"
+            : "group: the daemon is still starting"));
+  }
+  absl::Status status = membership->Reform(*timeout);
+  if (!status.ok()) return ToGrpcStatus(status);
+  DescribeGroup(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status GroupServiceImpl::Set(grpc::ServerContext* context,
                                    const v1::SetRequest* request,
                                    v1::SetResponse*) {
+  absl::Status member = CheckMember(*context);
+  if (!member.ok()) return ToGrpcStatus(member);
   return ToGrpcStatus(store_->Set(request->key(), request->value()));
 }
 
-grpc::Status GroupServiceImpl::Get(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Get(grpc::ServerContext* context,
                                    const v1::GetRequest* request,
                                    v1::GetResponse* response) {
+  absl::Status member = CheckMember(*context);
+  if (!member.ok()) return ToGrpcStatus(member);
   absl::StatusOr<std::string> value = store_->Get(request->key());
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(*std::move(value));
   return grpc::Status::OK;
 }
 
-grpc::Status GroupServiceImpl::Wait(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Wait(grpc::ServerContext* context,
                                     const v1::WaitRequest* request,
                                     v1::WaitResponse*) {
-  if (request->timeout_ms() < 1 ||
-      request->timeout_ms() > kMaxWaitMilliseconds) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("timeout_ms: ", request->timeout_ms(), "; expected 1 to ",
-                     kMaxWaitMilliseconds)));
-  }
+  absl::Status member = CheckMember(*context);
+  if (!member.ok()) return ToGrpcStatus(member);
+  absl::Status valid = ValidateWait(request->timeout_ms());
+  if (!valid.ok()) return ToGrpcStatus(valid);
   const std::vector<std::string> keys(request->keys().begin(),
                                       request->keys().end());
+  // A caller that cancels or runs out of deadline frees its thread at once.
   return ToGrpcStatus(
-      store_->Wait(keys, absl::Milliseconds(request->timeout_ms())));
+      store_->Wait(keys, absl::Milliseconds(request->timeout_ms()),
+                   [context] { return context->IsCancelled(); }));
 }
 
-grpc::Status GroupServiceImpl::Add(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Add(grpc::ServerContext* context,
                                    const v1::AddRequest* request,
                                    v1::AddResponse* response) {
+  absl::Status member = CheckMember(*context);
+  if (!member.ok()) return ToGrpcStatus(member);
   absl::StatusOr<int64_t> value = store_->Add(request->key(), request->delta());
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(*value);
+  return grpc::Status::OK;
+}
+
+grpc::Status GroupServiceImpl::Delete(grpc::ServerContext* context,
+                                      const v1::DeleteRequest* request,
+                                      v1::DeleteResponse* response) {
+  absl::Status member = CheckMember(*context);
+  if (!member.ok()) return ToGrpcStatus(member);
+  response->set_deleted(store_->Delete(request->key()));
   return grpc::Status::OK;
 }
 

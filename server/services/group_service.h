@@ -16,12 +16,14 @@
 namespace distopt {
 
 // How the daemon was told to find its group (--rank, --world_size,
-// --peers, --rendezvous).
+// --peers, --rendezvous) and the group's secret (--group_secret_file), which
+// every call to the store must carry.
 struct GroupFlags {
   int rank = 0;
   int world_size = 1;
   std::vector<std::string> peers;
   std::string rendezvous;
+  std::string secret;
 };
 
 class GroupServiceImpl final : public v1::GroupService::Service {
@@ -48,8 +50,18 @@ class GroupServiceImpl final : public v1::GroupService::Service {
                     v1::WaitResponse* response) override;
   grpc::Status Add(grpc::ServerContext* context, const v1::AddRequest* request,
                    v1::AddResponse* response) override;
+  grpc::Status Delete(grpc::ServerContext* context,
+                      const v1::DeleteRequest* request,
+                      v1::DeleteResponse* response) override;
+  grpc::Status Reform(grpc::ServerContext* context,
+                      const v1::ReformRequest* request,
+                      v1::GroupInfo* response) override;
 
  private:
+  // PERMISSION_DENIED unless the call carries the group's secret.
+  absl::Status CheckMember(const grpc::ServerContext& context) const;
+  void DescribeGroup(v1::GroupInfo* response) const;
+
   const GroupFlags flags_;
   KeyValueStore* const store_;
   // Set once the daemon serves (the membership starts after the server).

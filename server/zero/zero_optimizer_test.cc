@@ -182,6 +182,9 @@ class WatchingCommunicator : public Communicator {
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
+  void SetTimeout(absl::Duration timeout) override {
+    inner_.SetTimeout(timeout);
+  }
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     if (++calls_ == hold_call_) {
       const absl::Time deadline = absl::Now() + absl::Seconds(10);
