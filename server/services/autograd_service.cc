@@ -11,12 +11,10 @@
 #include "common/wire_limits.h"
 #include "common/wire_tensor.h"
 #include "server/services/chunked_reply.h"
+#include "server/services/paging.h"
 
 namespace distopt {
 namespace {
-
-// The most contexts one ListContexts page holds.
-constexpr int kMaxListContextsPageSize = 1000;
 
 // A unary call's status; a reply too large for it says so in the trailing
 // metadata, which the client reads to send the call again chunked.
@@ -203,24 +201,11 @@ grpc::Status AutogradServiceImpl::ReleaseContext(
 grpc::Status AutogradServiceImpl::ListContexts(
     grpc::ServerContext*, const v1::ListContextsRequest* request,
     v1::ListContextsResponse* response) {
-  int page_size = request->page_size();
-  if (page_size == 0) page_size = kMaxListContextsPageSize;
-  if (page_size < 0 || page_size > kMaxListContextsPageSize) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("page_size: ", request->page_size(), "; expected 1 to ",
-                     kMaxListContextsPageSize, ", or 0 for the default")));
-  }
-  uint64_t after_id = 0;
-  if (!request->page_token().empty() &&
-      !absl::SimpleAtoi(request->page_token(), &after_id)) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "page_token: ", Quoted(request->page_token()),
-        " is not a token; expected the next_page_token of an earlier "
-        "response")));
-  }
+  absl::StatusOr<PageRequest> asked =
+      ParsePageRequest(request->page_size(), request->page_token());
+  if (!asked.ok()) return ToGrpcStatus(asked.status());
   const absl::Time now = absl::Now();
-  const ContextPage page =
-      contexts_->List(after_id, static_cast<size_t>(page_size));
+  const ContextPage page = contexts_->List(asked->after_id, asked->limit);
   for (const ContextInfo& info : page.contexts) {
     v1::ContextInfo* out = response->add_contexts();
     out->set_context_id(info.id);
@@ -231,9 +216,7 @@ grpc::Status AutogradServiceImpl::ListContexts(
     out->set_bytes(static_cast<int64_t>(info.bytes));
     out->set_saved_bytes(static_cast<int64_t>(info.saved_bytes));
   }
-  if (page.next_after_id.has_value()) {
-    response->set_next_page_token(absl::StrCat(*page.next_after_id));
-  }
+  response->set_next_page_token(NextPageToken(page.next_after_id));
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 #include "common/quoted.h"
 #include "common/wire_parameter.h"
 #include "common/wire_tensor.h"
+#include "server/services/paging.h"
 
 namespace distopt {
 namespace {
@@ -225,29 +226,15 @@ grpc::Status ParameterServiceImpl::WriteParameter(
 grpc::Status ParameterServiceImpl::ListParameters(
     grpc::ServerContext*, const v1::ListParametersRequest* request,
     v1::ListParametersResponse* response) {
-  int page_size = request->page_size();
-  if (page_size == 0) page_size = kMaxListPageSize;
-  if (page_size < 0 || page_size > kMaxListPageSize) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("page_size: ", request->page_size(), "; expected 1 to ",
-                     kMaxListPageSize, ", or 0 for the default")));
-  }
-  uint64_t after_id = 0;
-  if (!request->page_token().empty() &&
-      !absl::SimpleAtoi(request->page_token(), &after_id)) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "page_token: ", Quoted(request->page_token()),
-        " is not a token; expected the next_page_token of an earlier "
-        "response")));
-  }
-  ParameterPage page = store_->List(request->name_prefix(), after_id,
-                                    static_cast<size_t>(page_size));
+  absl::StatusOr<PageRequest> asked =
+      ParsePageRequest(request->page_size(), request->page_token());
+  if (!asked.ok()) return ToGrpcStatus(asked.status());
+  ParameterPage page =
+      store_->List(request->name_prefix(), asked->after_id, asked->limit);
   for (const ParameterInfo& info : page.parameters) {
     ParameterInfoToProto(info, response->add_parameters());
   }
-  if (page.next_after_id.has_value()) {
-    response->set_next_page_token(absl::StrCat(*page.next_after_id));
-  }
+  response->set_next_page_token(NextPageToken(page.next_after_id));
   return grpc::Status::OK;
 }
 

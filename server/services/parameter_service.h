@@ -13,8 +13,6 @@ namespace distopt {
 inline constexpr int64_t kMaxReadChunkBytes = int64_t{1} << 20;
 // Largest value payload GetParameter returns inline; bigger ones stream.
 inline constexpr int64_t kMaxInlineValueBytes = int64_t{3} << 20;
-// Largest page ListParameters returns, and the default.
-inline constexpr int kMaxListPageSize = 1000;
 
 class ParameterServiceImpl final : public v1::ParameterService::Service {
  public:
