@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "client/data_parallel.h"
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
@@ -94,7 +95,10 @@ class ZeroServiceTest : public ::testing::Test {
           "--rendezvous=" +
               (r == 0 ? std::string("127.0.0.1:1") : ranks_[0]->address()),
           "--group_timeout=60s"};
-      flags.insert(flags.end(), extra_flags_.begin(), extra_flags_.end());
+      for (const std::string& flag : extra_flags_) {
+        flags.push_back(
+            absl::StrReplaceAll(flag, {{"{rank}", absl::StrCat(r)}}));
+      }
       ranks_.push_back(testing::StartRankOrDie(flags));
       ASSERT_NE(ranks_[r], nullptr);
     }
@@ -222,7 +226,7 @@ class ZeroServiceTest : public ::testing::Test {
   }
 
  protected:
-  // More flags for every rank.
+  // More flags for every rank; "{rank}" stands for the rank's number.
   std::vector<std::string> extra_flags_;
   int world_ = 0;
   std::vector<std::unique_ptr<LocalWorker>> ranks_;

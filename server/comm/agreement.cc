@@ -4,20 +4,17 @@
 #include "absl/strings/str_join.h"
 
 namespace distopt {
-namespace {
 
 // FNV-1a, not absl::Hash: that one is seeded per process, and the ranks are
 // different processes.
-uint64_t Fingerprint(absl::string_view text) {
+uint64_t Fingerprint(absl::string_view bytes) {
   uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) {
+  for (unsigned char c : bytes) {
     hash ^= c;
     hash *= 1099511628211ull;
   }
   return hash;
 }
-
-}  // namespace
 
 std::vector<float> EncodeAsFloats(uint64_t value) {
   std::vector<float> floats;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "server/comm/communicator.h"
 
 namespace distopt {
@@ -30,6 +31,10 @@ absl::Status AgreeOnEveryRank(Communicator& communicator,
 
 // An unsigned integer as four floats of 16 bits each, every one exactly
 // representable, so that it crosses float collectives unchanged.
+// The same bytes give the same fingerprint on every rank (unlike
+// absl::Hash, which is seeded per process).
+uint64_t Fingerprint(absl::string_view bytes);
+
 std::vector<float> EncodeAsFloats(uint64_t value);
 uint64_t DecodeFromFloats(const float* four);
 

@@ -193,6 +193,15 @@ absl::Status WorkerServer::Shutdown() {
   context_collector_.join();
   // No call is in flight any more: the values are final.
   if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+  // A model torn by a step that failed half-way is not saved as good: the
+  // last good checkpoint stays.
+  for (const absl::Status& damage : {zero_.Damage(), local_sgd_.Damage()}) {
+    if (!damage.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint_dir=", options_.checkpoint_dir,
+          ": not saved, the last good checkpoint is kept: ", damage.message()));
+    }
+  }
   absl::StatusOr<size_t> saved =
       SaveCheckpoint(parameters_, options_.checkpoint_dir);
   if (!saved.ok()) return saved.status();

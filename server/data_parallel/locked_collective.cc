@@ -7,17 +7,14 @@ namespace distopt {
 absl::Status RunLockedCollective(
     GroupMembership& group, absl::Duration timeout,
     const ParameterGroups& parameters,
-    absl::FunctionRef<absl::StatusOr<bool>(CommunicatorGroup&)> run) {
+    absl::FunctionRef<absl::Status(CommunicatorGroup&, bool* changed)> run) {
   ParameterUpdate update(Flatten(parameters));
   bool changed = false;
   absl::Status status =
       group.RunInGroup(timeout, [&](CommunicatorGroup& communicators) {
-        absl::StatusOr<bool> ran = run(communicators);
-        if (!ran.ok()) return ran.status();
-        changed = *ran;
-        return absl::OkStatus();
+        return run(communicators, &changed);
       });
-  if (status.ok() && changed) update.CommitAll();
+  if (changed) update.CommitAll();
   return status;
 }
 
@@ -26,15 +23,16 @@ absl::Status RunCollectiveStep(
     const AutogradContext& context, const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&,
                                    const GroupGradientPointers&)>
-        step) {
+        step,
+    absl::FunctionRef<bool()> torn) {
   GroupGradients gradients;
   CollectGradients(context, parameters, &gradients);
   return RunLockedCollective(
       group, timeout, parameters,
-      [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
+      [&](CommunicatorGroup& communicators, bool* changed) {
         absl::Status status = step(communicators, gradients.pointers);
-        if (!status.ok()) return status;
-        return true;
+        *changed = status.ok() || torn();
+        return status;
       });
 }
 

@@ -18,21 +18,25 @@
 
 namespace distopt {
 
-// `run` returns whether it changed the parameters' values. The versions
-// move on only when it did and succeeded.
+// `run` sets `*changed` when it changed the parameters' values, or may
+// have, having failed half-way: their versions then move on, whether it
+// succeeded or not.
 absl::Status RunLockedCollective(
     GroupMembership& group, absl::Duration timeout,
     const ParameterGroups& parameters,
-    absl::FunctionRef<absl::StatusOr<bool>(CommunicatorGroup&)> run);
+    absl::FunctionRef<absl::Status(CommunicatorGroup&, bool* changed)> run);
 
 // A step: `step` gets the gradients `context` holds for `parameters`,
-// collected before the locks are taken, and always changes the values.
+// collected before the locks are taken. The values changed when it
+// succeeded, or when it failed and `torn()` says it had begun changing
+// them.
 absl::Status RunCollectiveStep(
     GroupMembership& group, absl::Duration timeout,
     const AutogradContext& context, const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&,
                                    const GroupGradientPointers&)>
-        step);
+        step,
+    absl::FunctionRef<bool()> torn);
 
 }  // namespace distopt
 

@@ -121,6 +121,23 @@ absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(
 
 absl::Status LocalSgdOptimizer::Step(CommunicatorGroup& group,
                                      const GroupGradientPointers& grads) {
+  if (!damage_.ok()) return damage_;
+  changing_ = false;
+  absl::Status status = StepOnce(group, grads);
+  if (!status.ok() && changing_) {
+    damage_ = absl::FailedPreconditionError(absl::StrCat(
+        "post-local SGD: a step failed half-way on rank ",
+        group.global().rank(), " (", status.message(),
+        "): this rank's parameters may be stepped but not averaged; "
+        "expected recovery first: write the parameters back (a checkpoint's, "
+        "or the averaged values of healthy ranks), then LoadStateDict (a "
+        "state dict saved earlier) on every rank"));
+  }
+  return status;
+}
+
+absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
+                                         const GroupGradientPointers& grads) {
   absl::Status valid = CheckGradients(groups_, grads);
   if (!valid.ok()) return valid;
   // 1. One all-gather: every rank's step (which must agree, or the ranks
@@ -182,7 +199,9 @@ absl::Status LocalSgdOptimizer::Step(CommunicatorGroup& group,
       }
     }
   }
-  // 3. The local step over the whole model.
+  // 3. The local step over the whole model: from here on a failure leaves
+  // this rank's model half-way.
+  changing_ = true;
   for (size_t g = 0; g < groups_.size(); ++g) {
     status = local_[g]->Step(groups_[g].params, used[g]);
     if (!status.ok()) return status;
@@ -249,6 +268,7 @@ absl::Status LocalSgdOptimizer::LoadStateDict(
         "set to 0");
   }
   averager_.set_step(step.value_or(0));
+  damage_ = absl::OkStatus();
   return absl::OkStatus();
 }
 

@@ -68,6 +68,11 @@ class LocalSgdOptimizer {
                              std::optional<int64_t> step,
                              std::vector<std::string>* warnings);
 
+  // OK while this rank's step is whole; after a step that failed
+  // half-way, FAILED_PRECONDITION saying how to recover, and Step returns it
+  // until LoadStateDict succeeds.
+  const absl::Status& damage() const { return damage_; }
+
   const ModelAverager& averager() const { return averager_; }
   const LocalSgdOptions& options() const { return options_; }
   int world_size() const { return world_size_; }
@@ -84,6 +89,8 @@ class LocalSgdOptimizer {
         options_(options),
         world_size_(world_size) {}
 
+  absl::Status StepOnce(CommunicatorGroup& group,
+                        const GroupGradientPointers& grads);
   // Which communicator reduces the gradients at this step; null for none.
   absl::StatusOr<Communicator*> GradientReducer(CommunicatorGroup& group);
 
@@ -95,6 +102,9 @@ class LocalSgdOptimizer {
   const int world_size_;
   std::vector<float> gradient_storage_;
   std::vector<float> average_storage_;
+  // Set when a step begins changing this rank's parameters.
+  bool changing_ = false;
+  absl::Status damage_;
 };
 
 }  // namespace distopt

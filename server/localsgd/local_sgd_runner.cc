@@ -39,6 +39,7 @@ LocalSgdInfo LocalSgdRunner::StatusLocked() const {
       : options.post_local_gradient_allreduce   ? options.subgroup_size
                                                 : 0;
   status.warnings = warnings_;
+  status.damage = optimizer_->damage();
   return status;
 }
 
@@ -70,12 +71,11 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
-      [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
+      [&](CommunicatorGroup& communicators, bool*) {
         optimizer = LocalSgdOptimizer::Create(
             communicators, *kind, spec.kind,
             ToParamGroups(spec.groups, *groups), spec.options, &warnings);
-        if (!optimizer.ok()) return optimizer.status();
-        return false;
+        return optimizer.status();
       });
   if (!ran.ok()) return ran;
   Log(warnings);
@@ -95,14 +95,16 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
+  if (!optimizer_->damage().ok()) return optimizer_->damage();
   const int averaged =
       optimizer_->averager().GroupSizeAt(optimizer_->step()).value_or(0);
-  absl::Status status =
-      RunCollectiveStep(**membership, spec_.timeout, **context, groups_,
-                        [&](CommunicatorGroup& communicators,
-                            const GroupGradientPointers& gradients) {
-                          return optimizer_->Step(communicators, gradients);
-                        });
+  absl::Status status = RunCollectiveStep(
+      **membership, spec_.timeout, **context, groups_,
+      [&](CommunicatorGroup& communicators,
+          const GroupGradientPointers& gradients) {
+        return optimizer_->Step(communicators, gradients);
+      },
+      [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) return status;
   return averaged;
 }
@@ -149,6 +151,11 @@ absl::StatusOr<std::vector<std::string>> LocalSgdRunner::LoadStateDict(
   if (!loaded.ok()) return loaded;
   Log(warnings);
   return warnings;
+}
+
+absl::Status LocalSgdRunner::Damage() const {
+  absl::MutexLock lock(&mutex_);
+  return optimizer_ == nullptr ? absl::OkStatus() : optimizer_->damage();
 }
 
 }  // namespace distopt

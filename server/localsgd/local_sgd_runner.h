@@ -38,6 +38,8 @@ struct LocalSgdInfo {
   Averaging next_averaging;
   int next_gradient_group_size = 0;  // 0: none.
   std::vector<std::string> warnings;
+  // Not OK after a step failed half-way (see LocalSgdOptimizer::damage).
+  absl::Status damage;
 };
 
 class LocalSgdRunner {
@@ -50,6 +52,9 @@ class LocalSgdRunner {
   // Returns the size of the group this step averaged in (0: none).
   absl::StatusOr<int> Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<LocalSgdInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // OK unless a step failed half-way (then no checkpoint may save the
+  // parameters as good).
+  absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<LocalSgdInfo> SetHyperparameters(
       int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
       ABSL_LOCKS_EXCLUDED(mutex_);

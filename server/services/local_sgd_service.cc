@@ -31,6 +31,7 @@ grpc::Status Reply(const absl::StatusOr<LocalSgdInfo>& status,
   for (const std::string& warning : status->warnings) {
     response->add_warnings(warning);
   }
+  response->set_inconsistent(std::string(status->damage.message()));
   return grpc::Status::OK;
 }
 

@@ -32,6 +32,7 @@ grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
   response->set_world_size(status->world_size);
   response->set_groups(status->groups);
   response->set_joined(status->joined);
+  response->set_inconsistent(std::string(status->damage.message()));
   for (const ZeroRankBytes& bytes : status->ranks) {
     v1::ZeroRankBytes* rank = response->add_ranks();
     rank->set_rank(bytes.rank);

@@ -118,12 +118,14 @@ absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
 }
 
 absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads) {
+  if (!damage_.ok()) return damage_;
   absl::Status valid = CheckGradients(groups_, grads);
   if (!valid.ok()) return valid;
   return Round(grads, /*active=*/true).status();
 }
 
 absl::StatusOr<bool> ZeroOptimizer::ShadowStep() {
+  if (!damage_.ok()) return damage_;
   GroupGradientPointers none(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     none[g].assign(groups_[g].params.size(), nullptr);
@@ -155,14 +157,27 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
                           present, &gradient_storage_);
   status = buckets.Fill(grads);
   if (!status.ok()) return status;
+  changing_ = false;
   status = options_.overlap ? OverlappedAverageStepAndSend(buckets, present)
                             : AverageStepAndSend(buckets, present);
+  if (!status.ok() && changing_) {
+    // This rank's partition (and its optimizer state) may have moved on
+    // while other ranks' updates did not arrive: the model is torn.
+    damage_ = absl::FailedPreconditionError(absl::StrCat(
+        "zero: a step failed half-way on rank ", communicator_->rank(), " (",
+        status.message(),
+        "): the parameters and optimizer state may mix two steps; expected "
+        "recovery first: write the same parameters to every rank (a "
+        "checkpoint's, or a healthy rank's), then LoadStateDict on every rank "
+        "(a state dict consolidated earlier)"));
+  }
   if (!status.ok()) return status;
   return true;
 }
 
 absl::Status ZeroOptimizer::StepPartition(GradientBuckets& buckets,
                                           const Presence& present) {
+  changing_ = true;
   const int rank = communicator_->rank();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::vector<int>& mine = partition_.parameters[rank][g];

@@ -85,9 +85,16 @@ class ZeroOptimizer {
   // ranks: when any rank refuses it, none changes, and every rank returns
   // an error (INVALID_ARGUMENT on the refusing rank naming the field). A
   // caller that found the dict unusable passes its error, which refuses it
-  // the same way.
+  // the same way. The ranks' parameters must be identical
+  // (FAILED_PRECONDITION naming one that differs otherwise); a damaged
+  // optimizer is whole again once it succeeds.
   absl::Status LoadStateDict(
       const absl::StatusOr<OptimizerStateDict>& state_dict);
+
+  // OK while the ranks' parameters and state are whole; after a step that
+  // failed half-way, FAILED_PRECONDITION saying how to recover, and Step
+  // and ShadowStep return it until LoadStateDict succeeds on every rank.
+  const absl::Status& damage() const { return damage_; }
 
   const ZeroPartition& partition() const { return partition_; }
   const ZeroOptions& options() const { return options_; }
@@ -118,6 +125,8 @@ class ZeroOptimizer {
   std::vector<std::vector<int64_t>> HeldPositions() const;
   std::vector<std::vector<int64_t>> GroupPositions() const;
   absl::Status CheckStateFitsParameters(const OptimizerStateDict& dict) const;
+  // A digest of each parameter's values, for CheckSameOnEveryRank.
+  SpecificationParts DescribeValues() const;
 
   Communicator* const communicator_;
   const OptimizerKind* const kind_;
@@ -132,6 +141,9 @@ class ZeroOptimizer {
   // Kept from step to step (see GradientBuckets and BroadcastFromOwner).
   std::vector<float> gradient_storage_;
   std::vector<char> bucket_scratch_;
+  // Set when a step begins changing this rank's parameters.
+  bool changing_ = false;
+  absl::Status damage_;
 };
 
 }  // namespace distopt

@@ -40,6 +40,7 @@ ZeroInfo ZeroRunner::StatusLocked() const {
     }
   }
   status.loads = partition.load;
+  status.damage = optimizer_->damage();
   status.state_bytes = optimizer_->state_bytes();
   status.steps = steps_;
   status.gradient_bytes = status.parameter_bytes;
@@ -82,12 +83,11 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
-      [&](CommunicatorGroup& communicators) -> absl::StatusOr<bool> {
+      [&](CommunicatorGroup& communicators, bool*) {
         optimizer = ZeroOptimizer::Create(
             &communicators.global(), *kind, spec.kind,
             ToParamGroups(spec.groups, *groups), spec.options);
-        if (!optimizer.ok()) return optimizer.status();
-        return false;
+        return optimizer.status();
       });
   if (!ran.ok()) return ran;
   spec_ = spec;
@@ -112,13 +112,18 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
+  if (!optimizer_->damage().ok()) return optimizer_->damage();
   consolidated_.reset();  // Stale once the state moves on.
   absl::Status status = RunCollectiveStep(
       **membership, spec_.timeout, **context, groups_,
       [&](CommunicatorGroup&, const GroupGradientPointers& gradients) {
         return optimizer_->Step(gradients);
-      });
-  if (!status.ok()) return status;
+      },
+      [&] { return !optimizer_->damage().ok(); });
+  if (!status.ok()) {
+    if (!optimizer_->damage().ok()) PublishLocked();  // GetZero says so.
+    return status;
+  }
   ++steps_;
   PublishLocked();
   return absl::OkStatus();
@@ -143,14 +148,16 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     bool more = false;
     absl::Status status = RunLockedCollective(
         **membership, spec_.timeout, groups_,
-        [&](CommunicatorGroup&) -> absl::StatusOr<bool> {
+        [&](CommunicatorGroup&, bool* changed) {
           absl::StatusOr<bool> stepped = optimizer_->ShadowStep();
-          if (!stepped.ok()) return stepped.status();
-          more = *stepped;
-          return more;  // The last round, with no rank active, changes none.
+          // The last round, with no rank active, changes nothing.
+          more = stepped.ok() && *stepped;
+          *changed = more || !optimizer_->damage().ok();
+          return stepped.status();
         });
     if (!status.ok() || !more) {
       joined_ = false;
+      if (!optimizer_->damage().ok()) PublishLocked();
       if (!status.ok()) return status;
       return shadowed;
     }
@@ -172,12 +179,8 @@ absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
       FindNamedGroups(*resources_.parameters, {group}, groups_.size(), groups_);
   if (!found.ok()) return found.status();
   absl::Status status = RunLockedCollective(
-      **membership, spec_.timeout, *found,
-      [&](CommunicatorGroup&) -> absl::StatusOr<bool> {
-        absl::Status added =
-            optimizer_->AddParamGroup(ToParamGroups({group}, *found)[0]);
-        if (!added.ok()) return added;
-        return false;
+      **membership, spec_.timeout, *found, [&](CommunicatorGroup&, bool*) {
+        return optimizer_->AddParamGroup(ToParamGroups({group}, *found)[0]);
       });
   if (!status.ok()) return status;
   groups_.push_back((*found)[0]);
@@ -299,9 +302,12 @@ absl::Status ZeroRunner::LoadStateDict(
   const absl::StatusOr<OptimizerStateDict> dict =
       named.ok() ? ByPositionLocked(*named)
                  : absl::StatusOr<OptimizerStateDict>(named.status());
-  absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
-    return optimizer_->LoadStateDict(dict);
-  });
+  // The parameters' locks are held: the check that every rank holds the
+  // same values reads them.
+  absl::Status status = RunLockedCollective(
+      **membership, spec_.timeout, groups_, [&](CommunicatorGroup&, bool*) {
+        return optimizer_->LoadStateDict(dict);
+      });
   if (!status.ok()) return status;
   consolidated_.reset();
   PublishLocked();
@@ -338,6 +344,11 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Get() const {
     }
   }
   return status;
+}
+
+absl::Status ZeroRunner::Damage() const {
+  absl::MutexLock lock(&mutex_);
+  return optimizer_ == nullptr ? absl::OkStatus() : optimizer_->damage();
 }
 
 }  // namespace distopt

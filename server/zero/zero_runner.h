@@ -52,6 +52,8 @@ struct ZeroInfo {
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
   std::vector<ZeroRankBytes> ranks;  // Every rank's, as published.
+  // Not OK after a step failed half-way (see ZeroOptimizer::damage).
+  absl::Status damage;
 };
 
 // An unsharded ZeRO state dict with the parameter name at each position.
@@ -85,6 +87,9 @@ class ZeroRunner {
   absl::Status LoadStateDict(const absl::StatusOr<NamedStateDict>& state_dict)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<ZeroInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // OK unless a step failed half-way and left the model torn (then no
+  // checkpoint may save it as good).
+  absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -90,13 +90,34 @@ absl::Status ZeroOptimizer::LoadStateDict(
     backups = *std::move(old);
     return absl::OkStatus();
   };
+  // ZeRO's ranks hold the same model: a dict loaded over parameters that
+  // differ (a step torn half-way, not repaired) would train them apart.
+  absl::Status same = CheckSameOnEveryRank(*communicator_, DescribeValues());
+  if (!same.ok()) return same;
   absl::Status status =
       AgreeOnEveryRank(*communicator_, load_share(), "state_dict");
   if (!status.ok() && !backups.empty()) {
     // Another rank refused it: this one goes back to its old state.
     LoadAllOrNothing(optimizers, kind_name_, backups, "").IgnoreError();
   }
+  if (status.ok()) damage_ = absl::OkStatus();
   return status;
+}
+
+SpecificationParts ZeroOptimizer::DescribeValues() const {
+  SpecificationParts parts;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = *groups_[g].params[i];
+      const uint64_t hash = Fingerprint(
+          absl::string_view(static_cast<const char*>(p.data()), p.byte_size()));
+      parts.emplace_back(
+          absl::StrCat("the values of parameter ", GlobalPosition(g, i),
+                       " (group ", g, ", index ", i, ")"),
+          absl::StrCat(hash));
+    }
+  }
+  return parts;
 }
 
 // Checked on every rank, not only by each entry's owner, so that all ranks
