@@ -52,6 +52,15 @@ ABSL_FLAG(uint64_t, max_tensor_bytes, 0,
           "largest tensor the daemon accepts, in bytes (0: no limit)");
 ABSL_FLAG(uint64_t, max_total_bytes, 0,
           "most tensor bytes the daemon holds at once (0: no limit)");
+ABSL_FLAG(int, max_threads, 256,
+          "server threads in all; past it a call is refused "
+          "(RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int, max_streams, 128,
+          "calls clients keep open (streams, store waits) in all");
+ABSL_FLAG(int, max_streams_per_connection, 16,
+          "calls one connection keeps open at once");
+ABSL_FLAG(absl::Duration, stream_stall_timeout, absl::Seconds(30),
+          "a reply stream whose client reads nothing for this long is ended");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain of this daemon; turns on TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
@@ -164,6 +173,11 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.max_threads = absl::GetFlag(FLAGS_max_threads);
+  options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.max_streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  options.stream_stall_timeout = absl::GetFlag(FLAGS_stream_stall_timeout);
 
   absl::StatusOr<std::unique_ptr<distopt::WorkerServer>> worker =
       distopt::WorkerServer::Start(options);

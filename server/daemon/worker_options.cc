@@ -70,6 +70,25 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         ": expected --group_secret_file, a file with the group's secret (the "
         "same on every rank; only its ranks may use the group's store)"));
   }
+  if (options.max_streams < 1 || options.max_streams_per_connection < 1 ||
+      options.max_streams_per_connection > options.max_streams) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_streams=", options.max_streams,
+        " --max_streams_per_connection=", options.max_streams_per_connection,
+        ": expected 1 <= per connection <= total"));
+  }
+  if (options.max_threads < options.max_streams + 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_threads=", options.max_threads,
+                     ": expected at least ", options.max_streams + 16,
+                     " (--max_streams plus room for short calls)"));
+  }
+  if (options.stream_stall_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream_stall_timeout=",
+                     absl::FormatDuration(options.stream_stall_timeout),
+                     ": expected at least 100ms"));
+  }
   if (options.max_total_bytes != 0 &&
       options.max_tensor_bytes > options.max_total_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(

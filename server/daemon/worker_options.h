@@ -51,6 +51,13 @@ struct WorkerOptions {
   // Resource limits; 0 means none.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;
+  // Server threads in all: past it a call is refused (RESOURCE_EXHAUSTED).
+  int max_threads = 256;
+  // Calls a client keeps open (streams, store waits): in all, and per
+  // connection; a reply write stalled this long ends its call.
+  int max_streams = 128;
+  int max_streams_per_connection = 16;
+  absl::Duration stream_stall_timeout = absl::Seconds(30);
 
   // TLS: PEM files of the server's certificate chain and private key. With
   // a client CA, clients must present a certificate it signed (mutual TLS).

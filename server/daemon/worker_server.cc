@@ -11,6 +11,7 @@
 #include "common/wire_limits.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/flag_files.h"
 #include "server/daemon/server_credentials.h"
@@ -47,18 +48,20 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       autograd_(&contexts_, &parameters_, &ops_),
       group_store_(&budget_),
       optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
-      parameter_service_(&parameters_),
-      autograd_service_(&contexts_, &autograd_),
+      streams_({options.max_streams, options.max_streams_per_connection,
+                options.stream_stall_timeout}),
+      parameter_service_(&parameters_, &streams_),
+      autograd_service_(&contexts_, &autograd_, &streams_),
       group_service_({options.rank, options.world_size, options.peers,
                       options.rendezvous, options.group_secret},
-                     &group_store_, &membership_view_),
+                     &group_store_, &membership_view_, &streams_),
       zero_({&parameters_, &contexts_, optimizer_kinds_.get(),
              &membership_view_}),
-      zero_service_(&zero_),
+      zero_service_(&zero_, &streams_),
       local_sgd_({&parameters_, &contexts_, optimizer_kinds_.get(),
                   &membership_view_}),
-      local_sgd_service_(&local_sgd_),
-      optimizer_service_(optimizer_kinds_.get(), &optimizers_),
+      local_sgd_service_(&local_sgd_, &streams_),
+      optimizer_service_(optimizer_kinds_.get(), &optimizers_, &streams_),
       health_service_(&health_) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
@@ -108,6 +111,14 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // Two daemons must never share a port: without this, gRPC binds with
   // SO_REUSEPORT and a second daemon would silently split the traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Threads in all: past the quota gRPC refuses a call with
+  // RESOURCE_EXHAUSTED instead of starting a thread for it.
+  grpc::ResourceQuota quota("distopt_worker");
+  quota.SetMaxThreads(options.max_threads);
+  builder.SetResourceQuota(quota);
+  // One connection cannot open streams without bound either.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             4 * options.max_streams_per_connection);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddListeningPort(options.listen, *credentials, &worker->port_);

@@ -84,6 +84,8 @@ class WorkerServer {
   std::atomic<GroupMembership*> membership_view_{nullptr};
   OptimizerTable optimizers_;
   HealthState health_;
+  // Bounds the calls clients keep open; the services below use it.
+  StreamLimits streams_;
   ParameterServiceImpl parameter_service_;
   AutogradServiceImpl autograd_service_;
   GroupServiceImpl group_service_;

@@ -28,8 +28,13 @@ grpc::Status UnaryStatus(grpc::ServerContext* context,
 
 // A chunked call: the whole request, `serve`, then the whole reply.
 template <typename Request, typename Response, typename Serve>
-grpc::Status ServeChunked(AutogradServiceImpl::ChunkStream* stream,
+grpc::Status ServeChunked(StreamLimits& streams, grpc::ServerContext* context,
+                          absl::string_view call,
+                          AutogradServiceImpl::ChunkStream* stream,
                           Serve serve) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams.Acquire(context, call);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   Request request;
   // The tensors, plus room for the rest of the message.
   absl::Status status = ReadChunked(stream, "request", &request,
@@ -38,7 +43,7 @@ grpc::Status ServeChunked(AutogradServiceImpl::ChunkStream* stream,
   Response response;
   status = serve(request, &response);
   if (!status.ok()) return ToGrpcStatus(status);
-  return WriteReplyChunked(response, stream, "reply");
+  return WriteReplyChunked(response, stream, "reply", slot->get());
 }
 
 // The request's tensors, named `field`[i] in errors.
@@ -157,36 +162,40 @@ grpc::Status AutogradServiceImpl::GetGradients(
       context, ServeGetGradients(*request, response, kMaxTensorPayloadBytes));
 }
 
-grpc::Status AutogradServiceImpl::ForwardChunked(grpc::ServerContext*,
+grpc::Status AutogradServiceImpl::ForwardChunked(grpc::ServerContext* context,
                                                  ChunkStream* stream) {
   return ServeChunked<v1::ForwardRequest, v1::ForwardResponse>(
-      stream, [this](const auto& request, auto* response) {
+      *streams_, context, "ForwardChunked", stream,
+      [this](const auto& request, auto* response) {
         return ServeForward(request, response, kMaxChunkedPayloadBytes);
       });
 }
 
-grpc::Status AutogradServiceImpl::BackwardChunked(grpc::ServerContext*,
+grpc::Status AutogradServiceImpl::BackwardChunked(grpc::ServerContext* context,
                                                   ChunkStream* stream) {
   return ServeChunked<v1::BackwardRequest, v1::BackwardResponse>(
-      stream, [this](const auto& request, auto* response) {
+      *streams_, context, "BackwardChunked", stream,
+      [this](const auto& request, auto* response) {
         return ServeBackward(request, response, kMaxChunkedPayloadBytes);
       });
 }
 
 grpc::Status AutogradServiceImpl::AccumulateGradientsChunked(
-    grpc::ServerContext*, ChunkStream* stream) {
+    grpc::ServerContext* context, ChunkStream* stream) {
   return ServeChunked<v1::AccumulateGradientsRequest,
                       v1::AccumulateGradientsResponse>(
-      stream, [this](const auto& request, auto* response) {
+      *streams_, context, "AccumulateGradientsChunked", stream,
+      [this](const auto& request, auto* response) {
         return ServeAccumulateGradients(request, response,
                                         kMaxChunkedPayloadBytes);
       });
 }
 
-grpc::Status AutogradServiceImpl::GetGradientsChunked(grpc::ServerContext*,
-                                                      ChunkStream* stream) {
+grpc::Status AutogradServiceImpl::GetGradientsChunked(
+    grpc::ServerContext* context, ChunkStream* stream) {
   return ServeChunked<v1::GetGradientsRequest, v1::GetGradientsResponse>(
-      stream, [this](const auto& request, auto* response) {
+      *streams_, context, "GetGradientsChunked", stream,
+      [this](const auto& request, auto* response) {
         return ServeGetGradients(request, response, kMaxChunkedPayloadBytes);
       });
 }

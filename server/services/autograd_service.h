@@ -7,14 +7,17 @@
 #include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "server/autograd/autograd_engine.h"
 #include "server/autograd/context_table.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
 class AutogradServiceImpl final : public v1::AutogradService::Service {
  public:
   // Both must outlive the service.
-  AutogradServiceImpl(ContextTable* contexts, AutogradEngine* engine)
-      : contexts_(contexts), engine_(engine) {}
+  // All must outlive the service.
+  AutogradServiceImpl(ContextTable* contexts, AutogradEngine* engine,
+                      StreamLimits* streams)
+      : contexts_(contexts), engine_(engine), streams_(streams) {}
 
   grpc::Status Forward(grpc::ServerContext* context,
                        const v1::ForwardRequest* request,
@@ -66,6 +69,7 @@ class AutogradServiceImpl final : public v1::AutogradService::Service {
 
   ContextTable* const contexts_;
   AutogradEngine* const engine_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

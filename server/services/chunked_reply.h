@@ -7,15 +7,20 @@
 #include "absl/strings/string_view.h"
 #include "common/chunked_message.h"
 #include "grpcpp/support/status.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
 // Writes `reply` in chunks; UNAVAILABLE naming `field` when the stream to
-// the caller broke.
+// the caller broke (or its slot's stall timeout cancelled it).
 template <typename Writer>
 grpc::Status WriteReplyChunked(const google::protobuf::Message& reply,
-                               Writer* writer, absl::string_view field) {
-  if (!WriteChunked(reply, writer)) {
+                               Writer* writer, absl::string_view field,
+                               StreamLimits::Slot* slot) {
+  slot->BeginWrite();
+  const bool written = WriteChunked(reply, writer);
+  slot->EndWrite();
+  if (!written) {
     return grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
         absl::StrCat(field, ": the stream to the caller broke"));

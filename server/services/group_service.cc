@@ -85,9 +85,12 @@ grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext* context,
                                        const v1::BarrierRequest* request,
                                        v1::BarrierResponse*) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Barrier");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::Status valid = ValidateWait(request->timeout_ms());
   if (!valid.ok()) return ToGrpcStatus(valid);
   GroupMembership* membership = membership_->load();
@@ -101,9 +104,12 @@ grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext*,
       [](Communicator& communicator) { return communicator.Barrier(); }));
 }
 
-grpc::Status GroupServiceImpl::Reform(grpc::ServerContext*,
+grpc::Status GroupServiceImpl::Reform(grpc::ServerContext* context,
                                       const v1::ReformRequest* request,
                                       v1::GroupInfo* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Reform");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<absl::Duration> timeout =
       CollectiveTimeout(request->timeout_ms(), "timeout_ms");
   if (!timeout.ok()) return ToGrpcStatus(timeout.status());
@@ -146,6 +152,10 @@ grpc::Status GroupServiceImpl::Wait(grpc::ServerContext* context,
   if (!member.ok()) return ToGrpcStatus(member);
   absl::Status valid = ValidateWait(request->timeout_ms());
   if (!valid.ok()) return ToGrpcStatus(valid);
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Wait");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
+
   const std::vector<std::string> keys(request->keys().begin(),
                                       request->keys().end());
   // A caller that cancels or runs out of deadline frees its thread at once.

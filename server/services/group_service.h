@@ -12,6 +12,7 @@
 #include "proto/distopt/v1/group.grpc.pb.h"
 #include "server/comm/group_membership.h"
 #include "server/comm/key_value_store.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
@@ -31,8 +32,12 @@ class GroupServiceImpl final : public v1::GroupService::Service {
   // `store` and `membership` must outlive the service; `membership` holds
   // null for a group of one.
   GroupServiceImpl(GroupFlags flags, KeyValueStore* store,
-                   const std::atomic<GroupMembership*>* membership)
-      : flags_(std::move(flags)), store_(store), membership_(membership) {}
+                   const std::atomic<GroupMembership*>* membership,
+                   StreamLimits* streams)
+      : flags_(std::move(flags)),
+        store_(store),
+        membership_(membership),
+        streams_(streams) {}
 
   grpc::Status Barrier(grpc::ServerContext* context,
                        const v1::BarrierRequest* request,
@@ -66,6 +71,7 @@ class GroupServiceImpl final : public v1::GroupService::Service {
   KeyValueStore* const store_;
   // Set once the daemon serves (the membership starts after the server).
   const std::atomic<GroupMembership*>* const membership_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

@@ -82,16 +82,22 @@ absl::StatusOr<LocalSgdSpec> SpecFromProto(
 }  // namespace
 
 grpc::Status LocalSgdServiceImpl::CreatePostLocalSgd(
-    grpc::ServerContext*, const v1::CreatePostLocalSgdRequest* request,
+    grpc::ServerContext* context, const v1::CreatePostLocalSgdRequest* request,
     v1::PostLocalSgdInfo* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "CreatePostLocalSgd");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<LocalSgdSpec> spec = SpecFromProto(*request);
   if (!spec.ok()) return ToGrpcStatus(spec.status());
   return Reply(runner_->Create(*std::move(spec)), response);
 }
 
 grpc::Status LocalSgdServiceImpl::Step(
-    grpc::ServerContext*, const v1::PostLocalSgdStepRequest* request,
+    grpc::ServerContext* context, const v1::PostLocalSgdStepRequest* request,
     v1::PostLocalSgdStepResponse* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Step");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<int> averaged = runner_->Step(request->context_id());
   if (!averaged.ok()) return ToGrpcStatus(averaged.status());
   response->set_averaged_group_size(*averaged);
@@ -115,19 +121,25 @@ grpc::Status LocalSgdServiceImpl::GetPostLocalSgd(
 }
 
 grpc::Status LocalSgdServiceImpl::GetStateDict(
-    grpc::ServerContext*, const v1::GetPostLocalSgdStateDictRequest*,
+    grpc::ServerContext* context, const v1::GetPostLocalSgdStateDictRequest*,
     grpc::ServerWriter<v1::MessageChunk>* writer) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "GetStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   auto dict = runner_->GetStateDict();
   if (!dict.ok()) return ToGrpcStatus(dict.status());
   v1::PostLocalSgdStateDict proto;
   StateDictToProto(dict->first, proto.mutable_state_dict());
   proto.set_step(dict->second);
-  return WriteReplyChunked(proto, writer, "state_dict");
+  return WriteReplyChunked(proto, writer, "state_dict", slot->get());
 }
 
 grpc::Status LocalSgdServiceImpl::LoadStateDict(
-    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
+    grpc::ServerContext* context, grpc::ServerReader<v1::MessageChunk>* reader,
     v1::LoadPostLocalSgdStateDictResponse* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "LoadStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::PostLocalSgdStateDict request;
   absl::Status read = ReadChunked(reader, "state_dict", &request);
   if (!read.ok()) return ToGrpcStatus(read);

@@ -5,13 +5,16 @@
 
 #include "proto/distopt/v1/local_sgd.grpc.pb.h"
 #include "server/localsgd/local_sgd_runner.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
 class LocalSgdServiceImpl final : public v1::LocalSgdService::Service {
  public:
   // `runner` must outlive the service.
-  explicit LocalSgdServiceImpl(LocalSgdRunner* runner) : runner_(runner) {}
+  // Both must outlive the service.
+  LocalSgdServiceImpl(LocalSgdRunner* runner, StreamLimits* streams)
+      : runner_(runner), streams_(streams) {}
 
   grpc::Status CreatePostLocalSgd(grpc::ServerContext* context,
                                   const v1::CreatePostLocalSgdRequest* request,
@@ -37,6 +40,7 @@ class LocalSgdServiceImpl final : public v1::LocalSgdService::Service {
 
  private:
   LocalSgdRunner* const runner_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

@@ -72,6 +72,9 @@ grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext*,
 grpc::Status OptimizerServiceImpl::StepStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::StepOutcome, v1::StepRequest>* stream) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "StepStream");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   OpenStreams::Stream open(&open_streams_, context);
   v1::StepRequest request;
   while (open.AwaitRequest() && stream->Read(&request) && open.BeginWork()) {
@@ -82,7 +85,10 @@ grpc::Status OptimizerServiceImpl::StepStream(
       outcome.set_code(static_cast<int32_t>(status.code()));
       outcome.set_message(std::string(status.message()));
     }
-    if (!stream->Write(outcome)) break;
+    (*slot)->BeginWrite();
+    const bool written = stream->Write(outcome);
+    (*slot)->EndWrite();
+    if (!written) break;
   }
   // The client hung up or the daemon is closing: either way the stream
   // ends cleanly; a request that was not served got no outcome.
@@ -116,19 +122,25 @@ grpc::Status OptimizerServiceImpl::SetHyperparameters(
 }
 
 grpc::Status OptimizerServiceImpl::GetStateDict(
-    grpc::ServerContext*, const v1::GetStateDictRequest* request,
+    grpc::ServerContext* context, const v1::GetStateDictRequest* request,
     grpc::ServerWriter<v1::MessageChunk>* writer) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "GetStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<OptimizerStateDict> dict =
       optimizers_->GetStateDict(request->optimizer_id());
   if (!dict.ok()) return ToGrpcStatus(dict.status());
   v1::OptimizerStateDict proto;
   StateDictToProto(*dict, &proto);
-  return WriteReplyChunked(proto, writer, "state_dict");
+  return WriteReplyChunked(proto, writer, "state_dict", slot->get());
 }
 
 grpc::Status OptimizerServiceImpl::LoadStateDict(
-    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
+    grpc::ServerContext* context, grpc::ServerReader<v1::MessageChunk>* reader,
     v1::LoadStateDictResponse*) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "LoadStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::LoadStateDictRequest request;
   absl::Status read = ReadChunked(reader, "request", &request);
   if (!read.ok()) return ToGrpcStatus(read);

@@ -8,15 +8,16 @@
 #include "server/dist_optim/optimizer_table.h"
 #include "server/optim/registry.h"
 #include "server/services/open_streams.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
 class OptimizerServiceImpl final : public v1::OptimizerService::Service {
  public:
-  // Both must outlive the service.
+  // All must outlive the service.
   OptimizerServiceImpl(const OptimizerRegistry* registry,
-                       OptimizerTable* optimizers)
-      : registry_(registry), optimizers_(optimizers) {}
+                       OptimizerTable* optimizers, StreamLimits* streams)
+      : registry_(registry), optimizers_(optimizers), streams_(streams) {}
 
   grpc::Status ListOptimizerKinds(
       grpc::ServerContext* context,
@@ -62,6 +63,7 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
 
   const OptimizerRegistry* const registry_;
   OptimizerTable* const optimizers_;
+  StreamLimits* const streams_;
   OpenStreams open_streams_;
 };
 

@@ -153,6 +153,9 @@ grpc::Status ParameterServiceImpl::GetParameter(
 grpc::Status ParameterServiceImpl::ReadParameter(
     grpc::ServerContext* context, const v1::ReadParameterRequest* request,
     grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "ReadParameter");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   int64_t chunk_bytes = request->chunk_bytes();
   if (chunk_bytes == 0) chunk_bytes = kMaxReadChunkBytes;
   if (chunk_bytes < 0 || chunk_bytes > kMaxReadChunkBytes) {
@@ -172,15 +175,21 @@ grpc::Status ParameterServiceImpl::ReadParameter(
         if (info != nullptr) ParameterInfoToProto(*info, chunk.mutable_info());
         chunk.set_offset(offset);
         chunk.mutable_data()->swap(data);
+        (*slot)->BeginWrite();  // A reader that stalls is cut off.
         const bool sent = writer->Write(chunk);
+        (*slot)->EndWrite();
         chunk.mutable_data()->swap(data);  // Reuse the buffer.
         return sent;
       }));
 }
 
 grpc::Status ParameterServiceImpl::WriteParameter(
-    grpc::ServerContext*, grpc::ServerReader<v1::WriteParameterRequest>* reader,
+    grpc::ServerContext* context,
+    grpc::ServerReader<v1::WriteParameterRequest>* reader,
     v1::ParameterInfo* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "WriteParameter");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::WriteParameterRequest request;
   if (!reader->Read(&request)) {
     return ToGrpcStatus(absl::InvalidArgumentError(

@@ -6,6 +6,7 @@
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 #include "server/params/parameter_store.h"
 #include "server/params/parameter_write.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
@@ -17,7 +18,9 @@ inline constexpr int64_t kMaxInlineValueBytes = int64_t{3} << 20;
 class ParameterServiceImpl final : public v1::ParameterService::Service {
  public:
   // `store` must outlive the service.
-  explicit ParameterServiceImpl(ParameterStore* store) : store_(store) {}
+  // Both must outlive the service.
+  ParameterServiceImpl(ParameterStore* store, StreamLimits* streams)
+      : store_(store), streams_(streams) {}
 
   grpc::Status CreateParameter(grpc::ServerContext* context,
                                const v1::CreateParameterRequest* request,
@@ -41,6 +44,7 @@ class ParameterServiceImpl final : public v1::ParameterService::Service {
 
  private:
   ParameterStore* const store_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

@@ -46,9 +46,12 @@ grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
 
 }  // namespace
 
-grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
+grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
                                          const v1::CreateZeroRequest* request,
                                          v1::ZeroInfo* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "CreateZero");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   ZeroSpec spec;
   spec.kind = request->kind();
   spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
@@ -64,9 +67,12 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext*,
   return Reply(runner_->Create(spec), response);
 }
 
-grpc::Status ZeroServiceImpl::Step(grpc::ServerContext*,
+grpc::Status ZeroServiceImpl::Step(grpc::ServerContext* context,
                                    const v1::ZeroStepRequest* request,
                                    v1::ZeroStepResponse*) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Step");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ToGrpcStatus(runner_->Step(request->context_id()));
 }
 
@@ -76,9 +82,12 @@ grpc::Status ZeroServiceImpl::GetZero(grpc::ServerContext*,
   return Reply(runner_->Get(), response);
 }
 
-grpc::Status ZeroServiceImpl::Join(grpc::ServerContext*,
+grpc::Status ZeroServiceImpl::Join(grpc::ServerContext* context,
                                    const v1::ZeroJoinRequest*,
                                    v1::ZeroJoinResponse* response) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Join");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<int64_t> shadowed = runner_->Join();
   if (!shadowed.ok()) return ToGrpcStatus(shadowed.status());
   response->set_shadowed_steps(*shadowed);
@@ -114,20 +123,26 @@ grpc::Status ZeroServiceImpl::ConsolidateStateDict(
 }
 
 grpc::Status ZeroServiceImpl::GetStateDict(
-    grpc::ServerContext*, const v1::GetZeroStateDictRequest*,
+    grpc::ServerContext* context, const v1::GetZeroStateDictRequest*,
     grpc::ServerWriter<v1::MessageChunk>* writer) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "GetStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<NamedStateDict> named = runner_->GetStateDict();
   if (!named.ok()) return ToGrpcStatus(named.status());
   v1::ZeroStateDict proto;
   StateDictToProto(named->state_dict, proto.mutable_state_dict());
   proto.mutable_parameter_names()->Assign(named->parameter_names.begin(),
                                           named->parameter_names.end());
-  return WriteReplyChunked(proto, writer, "state_dict");
+  return WriteReplyChunked(proto, writer, "state_dict", slot->get());
 }
 
 grpc::Status ZeroServiceImpl::LoadStateDict(
-    grpc::ServerContext*, grpc::ServerReader<v1::MessageChunk>* reader,
+    grpc::ServerContext* context, grpc::ServerReader<v1::MessageChunk>* reader,
     v1::LoadZeroStateDictResponse*) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "LoadStateDict");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   // A dict that does not arrive or convert is still taken to the
   // collective, so the other ranks are refused with it instead of waiting
   // for this one.

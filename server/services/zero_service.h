@@ -4,6 +4,7 @@
 #define DISTOPT_SERVER_SERVICES_ZERO_SERVICE_H_
 
 #include "proto/distopt/v1/zero.grpc.pb.h"
+#include "server/services/stream_limits.h"
 #include "server/zero/zero_runner.h"
 
 namespace distopt {
@@ -11,7 +12,9 @@ namespace distopt {
 class ZeroServiceImpl final : public v1::ZeroService::Service {
  public:
   // `runner` must outlive the service.
-  explicit ZeroServiceImpl(ZeroRunner* runner) : runner_(runner) {}
+  // Both must outlive the service.
+  ZeroServiceImpl(ZeroRunner* runner, StreamLimits* streams)
+      : runner_(runner), streams_(streams) {}
 
   grpc::Status CreateZero(grpc::ServerContext* context,
                           const v1::CreateZeroRequest* request,
@@ -45,6 +48,7 @@ class ZeroServiceImpl final : public v1::ZeroService::Service {
 
  private:
   ZeroRunner* const runner_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

@@ -1,0 +1,151 @@
+// A client that opens streams and never uses them must not exhaust the
+// daemon (issue 12): threads and memory stay bounded, calls past the bounds
+// are refused with RESOURCE_EXHAUSTED, a stalled reader is cut off, and a
+// well-behaved client is served meanwhile. Through a real daemon.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "proto/distopt/v1/optimizer.grpc.pb.h"
+#include "proto/distopt/v1/parameter.grpc.pb.h"
+#include "tests/worker_fixture.h"
+
+namespace distopt {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A field of /proc/<pid>/status ("Threads", "VmRSS" in kB).
+int64_t ProcStatus(pid_t pid, absl::string_view field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    int64_t value = 0;
+    if (absl::ConsumePrefix(&rest, field) && absl::ConsumePrefix(&rest, ":")) {
+      rest = absl::StripAsciiWhitespace(rest);
+      absl::ConsumeSuffix(&rest, " kB");
+      if (absl::SimpleAtoi(rest, &value)) return value;
+    }
+  }
+  return -1;
+}
+
+class ResourceLimitsTest : public testing::WorkerTest {
+ protected:
+  std::vector<std::string> WorkerFlags() const override {
+    return {"--max_streams=32", "--max_streams_per_connection=8",
+            "--max_threads=64", "--stream_stall_timeout=2s"};
+  }
+
+  // The median latency of a small GetParameter, in microseconds.
+  double MedianGetLatency(const RemoteParameter& small) {
+    std::vector<double> latencies;
+    for (int i = 0; i < 40; ++i) {
+      const absl::Time start = absl::Now();
+      EXPECT_TRUE(client_.GetParameter(small).ok());
+      latencies.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    }
+    std::sort(latencies.begin(), latencies.end());
+    return latencies[latencies.size() / 2];
+  }
+};
+
+// Hostile clients over ten connections open 200 ReadParameter streams of a
+// 16 MiB parameter and read nothing, and 200 StepStreams that send nothing.
+TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
+  absl::StatusOr<RemoteParameter> big = client_.CreateParameter(
+      address_, "big", DType::kFloat32, {4 << 20}, init::Constant(1));
+  ASSERT_TRUE(big.ok()) << big.status();
+  absl::StatusOr<RemoteParameter> small =
+      client_.CreateParameter(address_, "small", DType::kFloat32, {4});
+  ASSERT_TRUE(small.ok());
+  const double usual = MedianGetLatency(*small);
+  const int64_t threads_before = ProcStatus(worker_->pid(), "Threads");
+  const int64_t rss_before = ProcStatus(worker_->pid(), "VmRSS");
+
+  struct Hostile {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> reader;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepOutcome>>
+        stepper;
+  };
+  std::vector<std::unique_ptr<Client>> connections;
+  std::vector<Hostile> streams;
+  for (int c = 0; c < 10; ++c) {
+    connections.push_back(std::make_unique<Client>());
+    auto parameters =
+        v1::ParameterService::NewStub(connections.back()->Channel(address_));
+    auto optimizers =
+        v1::OptimizerService::NewStub(connections.back()->Channel(address_));
+    for (int i = 0; i < 20; ++i) {
+      Hostile read;
+      read.context = std::make_unique<grpc::ClientContext>();
+      v1::ReadParameterRequest request;
+      request.mutable_parameter()->set_id(big->id);
+      read.reader = parameters->ReadParameter(read.context.get(), request);
+      streams.push_back(std::move(read));
+      Hostile idle;
+      idle.context = std::make_unique<grpc::ClientContext>();
+      idle.stepper = optimizers->StepStream(idle.context.get());
+      streams.push_back(std::move(idle));
+    }
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // Every call has arrived.
+  // Bounded: threads under the quota, memory far from 400 streams' worth.
+  const int64_t threads = ProcStatus(worker_->pid(), "Threads");
+  const int64_t rss = ProcStatus(worker_->pid(), "VmRSS");
+  EXPECT_LE(threads, threads_before + 64);
+  EXPECT_LT(rss - rss_before, 150 * 1024);
+  // Meanwhile a well-behaved client is served as usual.
+  const double during = MedianGetLatency(*small);
+  std::printf(
+      "threads %lld -> %lld, RSS %lld -> %lld kB, GetParameter p50 %.0f -> "
+      "%.0f us\n",
+      static_cast<long long>(threads_before), static_cast<long long>(threads),
+      static_cast<long long>(rss_before), static_cast<long long>(rss), usual,
+      during);
+  EXPECT_LT(during, std::max(20 * usual, 20000.0))
+      << "usual " << usual << " us";
+  // And a new stream past the bounds is refused, naming the bound.
+  {
+    auto parameters =
+        v1::ParameterService::NewStub(connections.front()->Channel(address_));
+    grpc::ClientContext context;
+    v1::ReadParameterRequest request;
+    request.mutable_parameter()->set_id(small->id);
+    auto reader = parameters->ReadParameter(&context, request);
+    v1::ParameterChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("--max_streams"));
+  }
+  // The stalled readers are cut off after --stream_stall_timeout: a reader
+  // on a fresh connection is served again.
+  absl::SleepFor(absl::Seconds(4));
+  for (Hostile& stream : streams) {
+    if (stream.stepper != nullptr) stream.context->TryCancel();
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  Client fresh;
+  absl::StatusOr<Tensor> values = fresh.ReadParameter(*small);
+  EXPECT_TRUE(values.ok()) << values.status();
+  for (Hostile& stream : streams) stream.context->TryCancel();
+}
+
+}  // namespace
+}  // namespace distopt
