@@ -54,7 +54,9 @@ class OptimizerTable {
                  const OptimizerRegistry* kinds);
 
   // NOT_FOUND for an unknown kind or parameter; INVALID_ARGUMENT for no
-  // parameters, a repeated one, or bad hyperparameters.
+  // parameters, a repeated one, or bad hyperparameters; RESOURCE_EXHAUSTED
+  // when the optimizer's state would not fit the daemon's memory budget
+  // (it is reserved whole at creation).
   absl::StatusOr<OptimizerInfo> Create(
       const std::string& kind,
       const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
@@ -82,6 +84,10 @@ class OptimizerTable {
     std::vector<std::shared_ptr<Parameter>> parameters;
     absl::Mutex mutex;  // Serialises this optimizer's steps and changes.
     std::unique_ptr<FunctionalOptimizer> optimizer ABSL_GUARDED_BY(mutex);
+    // The optimizer's state, reserved in the daemon's budget at creation
+    // (and more when hyperparameters change to need more).
+    std::vector<Reservation> state_reservations ABSL_GUARDED_BY(mutex);
+    uint64_t reserved_state_bytes ABSL_GUARDED_BY(mutex) = 0;
     int64_t steps ABSL_GUARDED_BY(mutex) = 0;
     absl::flat_hash_set<uint64_t> applied ABSL_GUARDED_BY(mutex);
     std::deque<uint64_t> applied_order ABSL_GUARDED_BY(mutex);

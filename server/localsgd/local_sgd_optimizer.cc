@@ -49,7 +49,8 @@ std::vector<std::vector<int64_t>> Positions(
 absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
     CommunicatorGroup& group, const OptimizerKind* kind,
     const std::string& kind_name, std::vector<ParamGroup> groups,
-    const LocalSgdOptions& options, std::vector<std::string>* warnings) {
+    const LocalSgdOptions& options, std::vector<std::string>* warnings,
+    MemoryBudget* budget) {
   Communicator& global = group.global();
   absl::Status valid = AgreeOnEveryRank(
       global, CheckHostFloatingParameters(groups, 0), "the parameters");
@@ -88,6 +89,7 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
         "); post-local SGD usually switches both at the same step"));
   }
   std::vector<std::unique_ptr<FunctionalOptimizer>> local;
+  Reservation state;
   absl::Status made = [&]() -> absl::Status {
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<ParameterLayout> layouts;
@@ -103,13 +105,17 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
       }
       local.push_back(*std::move(optimizer));
     }
+    absl::StatusOr<Reservation> reserved = ReserveState(
+        local, budget, "post-local SGD: this rank's optimizer state");
+    if (!reserved.ok()) return reserved.status();
+    state = *std::move(reserved);
     return absl::OkStatus();
   }();
   made = AgreeOnEveryRank(global, made, "the optimizer");
   if (!made.ok()) return made;
-  return std::unique_ptr<LocalSgdOptimizer>(
-      new LocalSgdOptimizer(kind_name, std::move(groups), std::move(local),
-                            *std::move(averager), options, global.size()));
+  return std::unique_ptr<LocalSgdOptimizer>(new LocalSgdOptimizer(
+      kind_name, std::move(groups), std::move(local), *std::move(averager),
+      options, global.size(), std::move(state)));
 }
 
 absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(

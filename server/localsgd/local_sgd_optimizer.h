@@ -42,10 +42,14 @@ class LocalSgdOptimizer {
   // subgroup size; FAILED_PRECONDITION on every rank, saying what differs,
   // when the ranks' specifications differ. `warnings` gets what torch
   // warns about (period 1; start_localsgd_iter not the warm-up).
+  // The local optimizers' state is reserved whole in `budget` (null for
+  // none; it must outlive the optimizer): RESOURCE_EXHAUSTED on every rank
+  // when it does not fit on one.
   static absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> Create(
       CommunicatorGroup& group, const OptimizerKind* kind,
       const std::string& kind_name, std::vector<ParamGroup> groups,
-      const LocalSgdOptions& options, std::vector<std::string>* warnings);
+      const LocalSgdOptions& options, std::vector<std::string>* warnings,
+      MemoryBudget* budget = nullptr);
 
   // grads[g][i] for params[g][i] (null when this rank has none).
   absl::Status Step(CommunicatorGroup& group,
@@ -81,13 +85,14 @@ class LocalSgdOptimizer {
   LocalSgdOptimizer(std::string kind_name, std::vector<ParamGroup> groups,
                     std::vector<std::unique_ptr<FunctionalOptimizer>> local,
                     ModelAverager averager, const LocalSgdOptions& options,
-                    int world_size)
+                    int world_size, Reservation state)
       : kind_name_(std::move(kind_name)),
         groups_(std::move(groups)),
         local_(std::move(local)),
         averager_(std::move(averager)),
         options_(options),
-        world_size_(world_size) {}
+        world_size_(world_size),
+        state_(std::move(state)) {}
 
   absl::Status StepOnce(CommunicatorGroup& group,
                         const GroupGradientPointers& grads);
@@ -100,6 +105,7 @@ class LocalSgdOptimizer {
   ModelAverager averager_;
   const LocalSgdOptions options_;
   const int world_size_;
+  const Reservation state_;  // The local optimizers' state, in the budget.
   std::vector<float> gradient_storage_;
   std::vector<float> average_storage_;
   // Set when a step begins changing this rank's parameters.

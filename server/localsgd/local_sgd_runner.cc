@@ -74,7 +74,8 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
       [&](CommunicatorGroup& communicators, bool*) {
         optimizer = LocalSgdOptimizer::Create(
             communicators, *kind, spec.kind,
-            ToParamGroups(spec.groups, *groups), spec.options, &warnings);
+            ToParamGroups(spec.groups, *groups), spec.options, &warnings,
+            &resources_.parameters->budget());
         return optimizer.status();
       });
   if (!ran.ok()) return ran;

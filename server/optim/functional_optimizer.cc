@@ -124,6 +124,15 @@ absl::Status FunctionalOptimizer::CheckInputs(
   return absl::OkStatus();
 }
 
+uint64_t FunctionalOptimizer::max_state_bytes() const {
+  const uint64_t buffers = kind_->StateBuffers(hyperparameters_).size();
+  uint64_t elements = 0;
+  for (const ParameterLayout& layout : layouts_) {
+    elements += static_cast<uint64_t>(NumElements(layout.shape));
+  }
+  return buffers * elements * sizeof(float);
+}
+
 absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
   ParameterState& state = states_[index];
   bool created = false;
@@ -351,6 +360,17 @@ absl::Status FunctionalOptimizer::LoadStateDict(
   hyperparameters_ = *std::move(h);
   states_ = std::move(states);
   return absl::OkStatus();
+}
+
+absl::StatusOr<Reservation> ReserveState(
+    absl::Span<const std::unique_ptr<FunctionalOptimizer>> optimizers,
+    MemoryBudget* budget, absl::string_view what) {
+  if (budget == nullptr) return Reservation();
+  uint64_t bytes = 0;
+  for (const auto& optimizer : optimizers) {
+    if (optimizer != nullptr) bytes += optimizer->max_state_bytes();
+  }
+  return budget->Reserve(bytes, what);
 }
 
 }  // namespace distopt

@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/memory_budget.h"
 #include "common/shape.h"
 #include "common/tensor.h"
 #include "server/optim/hyperparameters.h"
@@ -88,6 +89,12 @@ class FunctionalOptimizer {
   absl::Status LoadStateDict(const std::string& kind_name,
                              const OptimizerStateDict& state_dict);
 
+  // The bytes of state this optimizer holds once every parameter has been
+  // stepped, with the current hyperparameters: what a daemon reserves in
+  // its memory budget when it makes the optimizer, so that running out
+  // shows at creation rather than in the middle of a step.
+  uint64_t max_state_bytes() const;
+
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }
   const std::vector<ParameterLayout>& parameters() const { return layouts_; }
@@ -116,6 +123,13 @@ class FunctionalOptimizer {
   const std::shared_ptr<Backend> backend_;
   std::vector<ParameterState> states_;
 };
+
+// Reserves in `budget` (nothing when null) the state `optimizers` will
+// hold (see max_state_bytes); RESOURCE_EXHAUSTED naming `what` when it does
+// not fit.
+absl::StatusOr<Reservation> ReserveState(
+    absl::Span<const std::unique_ptr<FunctionalOptimizer>> optimizers,
+    MemoryBudget* budget, absl::string_view what);
 
 }  // namespace distopt
 

@@ -28,9 +28,9 @@ SpecificationParts DescribeZero(const std::string& kind_name,
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
     const std::string& kind_name, std::vector<ParamGroup> groups,
-    const ZeroOptions& options) {
+    const ZeroOptions& options, MemoryBudget* budget) {
   std::unique_ptr<ZeroOptimizer> zero(
-      new ZeroOptimizer(communicator, kind, kind_name, options));
+      new ZeroOptimizer(communicator, kind, kind_name, options, budget));
   absl::Status valid = AgreeOnEveryRank(
       *communicator, CheckHostFloatingParameters(groups, 0), "the parameters");
   if (!valid.ok()) return valid;
@@ -109,6 +109,11 @@ absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
     }
     made.push_back(*std::move(optimizer));
   }
+  absl::StatusOr<Reservation> state = ReserveState(
+      made, budget_,
+      absl::StrCat("zero: the optimizer state of rank ", rank, "'s partition"));
+  if (!state.ok()) return state.status();
+  state_reservations_.push_back(*std::move(state));
   for (size_t a = 0; a < added.size(); ++a) {
     groups_.push_back(std::move(added[a]));
     local_.push_back(std::move(made[a]));

@@ -38,7 +38,8 @@ struct ZeroOptions {
 
 class ZeroOptimizer {
  public:
-  // `communicator` must outlive the optimizer. INVALID_ARGUMENT for
+  // `communicator` (and `budget`, where this rank's optimizer state is
+  // reserved; null for none) must outlive the optimizer. INVALID_ARGUMENT for
   // parameters that are not float32, float16 or bfloat16, or bad
   // hyperparameters; UNIMPLEMENTED for parameters not in host memory;
   // FAILED_PRECONDITION on every rank, saying what differs, when the ranks were
@@ -46,7 +47,7 @@ class ZeroOptimizer {
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
       const std::string& kind_name, std::vector<ParamGroup> groups,
-      const ZeroOptions& options = {});
+      const ZeroOptions& options = {}, MemoryBudget* budget = nullptr);
 
   // grads[g][i] for params[g][i] (the parameter's dtype and shape; null
   // when this rank has none). A parameter with a gradient on any rank is
@@ -103,11 +104,13 @@ class ZeroOptimizer {
 
  private:
   ZeroOptimizer(Communicator* communicator, const OptimizerKind* kind,
-                std::string kind_name, const ZeroOptions& options)
+                std::string kind_name, const ZeroOptions& options,
+                MemoryBudget* budget)
       : communicator_(communicator),
         kind_(kind),
         kind_name_(std::move(kind_name)),
-        options_(options) {}
+        options_(options),
+        budget_(budget) {}
 
   // Partitions the groups with `added` after them and makes the local
   // optimizers of the added groups; nothing changes on failure.
@@ -132,6 +135,9 @@ class ZeroOptimizer {
   const OptimizerKind* const kind_;
   const std::string kind_name_;
   const ZeroOptions options_;
+  // Where this rank's optimizer state is reserved, whole, as groups come.
+  MemoryBudget* const budget_;
+  std::vector<Reservation> state_reservations_;
   // As created: the local optimizers hold the current hyperparameters.
   std::vector<ParamGroup> groups_;
   ZeroPartition partition_;

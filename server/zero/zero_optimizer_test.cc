@@ -171,6 +171,34 @@ TEST(ZeroOptimizerCreateTest, AParameterOneRankCannotTakeFailsEveryRank) {
   EXPECT_THAT(results[0].message(), ::testing::HasSubstr("rank 1 refused"));
 }
 
+// Each rank reserves its partition's optimizer state in its budget at
+// creation; a rank whose budget cannot hold it fails the creation on every
+// rank, before any step could fail half-way for want of memory.
+TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  std::vector<absl::Status> results(2);
+  std::vector<uint64_t> reserved(2);
+  zero_testing::OnRanks(2, [&](Communicator& communicator) {
+    const int r = communicator.rank();
+    // Two parameters of 1000 floats, one per rank; Adam keeps two buffers.
+    Tensor a = *Tensor::AllocateHost(kF32, {1000});
+    Tensor b = *Tensor::AllocateHost(kF32, {1000});
+    ParamGroup group;
+    group.hyperparameters = {{"lr", 0.1}};
+    group.params = {&a, &b};
+    MemoryBudget budget(0, r == 1 ? 4000 : 100000);
+    auto zero = ZeroOptimizer::Create(&communicator, *registry->Find("adam"),
+                                      "adam", {group}, {}, &budget);
+    results[r] = zero.status();
+    reserved[r] = budget.used_bytes();
+  });
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(results[1].message(), ::testing::HasSubstr("optimizer state"));
+  EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(results[0].message(), ::testing::HasSubstr("rank 1 refused"));
+  EXPECT_EQ(reserved[0], 0u);  // Nothing kept on the rank that could.
+}
+
 // Passes every collective to gloo; on the rank it watches, the all-reduce
 // numbered `hold_call` waits (up to 10 s) until `stepped()` is true before
 // it starts, and records whether it was.

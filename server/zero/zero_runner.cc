@@ -81,14 +81,15 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
       FindNamedGroups(*resources_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
-  absl::Status ran = RunLockedCollective(
-      **membership, spec.timeout, *groups,
-      [&](CommunicatorGroup& communicators, bool*) {
-        optimizer = ZeroOptimizer::Create(
-            &communicators.global(), *kind, spec.kind,
-            ToParamGroups(spec.groups, *groups), spec.options);
-        return optimizer.status();
-      });
+  absl::Status ran =
+      RunLockedCollective(**membership, spec.timeout, *groups,
+                          [&](CommunicatorGroup& communicators, bool*) {
+                            optimizer = ZeroOptimizer::Create(
+                                &communicators.global(), *kind, spec.kind,
+                                ToParamGroups(spec.groups, *groups),
+                                spec.options, &resources_.parameters->budget());
+                            return optimizer.status();
+                          });
   if (!ran.ok()) return ran;
   spec_ = spec;
   groups_ = *std::move(groups);
