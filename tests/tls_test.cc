@@ -9,7 +9,9 @@
 #include "client/client.h"
 #include "client/local_worker.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "proto/distopt/v1/parameter.grpc.pb.h"
 #include "tests/worker_fixture.h"
 
 namespace distopt {
@@ -26,7 +28,8 @@ std::string ReadFile(const std::string& path) {
   return contents.str();
 }
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate.
+// A CA, a server certificate for 127.0.0.1 and two client certificates
+// (CN=client, CN=other).
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -38,12 +41,12 @@ class TlsTest : public ::testing::Test {
         "key='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; ",
         "openssl req -x509 $key -keyout ca.key -out ca.pem -days 2 "
         "-subj '/CN=distopt test CA' 2>/dev/null; ",
-        "for who in server client; do ",
+        "for who in server client other; do ",
         "openssl req $key -keyout $who.key -out $who.csr "
         "-subj \"/CN=$who\" 2>/dev/null; done; ",
         "echo 'subjectAltName=IP:127.0.0.1' > server.ext; ",
         "echo 'extendedKeyUsage=clientAuth' > client.ext; ",
-        "for who in server client; do ",
+        "cp client.ext other.ext; ", "for who in server client other; do ",
         "openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key "
         "-CAcreateserial -out $who.pem -days 2 -extfile $who.ext "
         "2>/dev/null; done; ",
@@ -153,6 +156,72 @@ TEST_F(TlsTest, MutualTlsRequiresAClientCertificate) {
     Client client(TlsClientOptions());
     EXPECT_FALSE(RoundTrip(client, worker->address()).ok());
   }
+}
+
+// A call carrying two tokens is refused even when one is right: a check
+// that read the other could be fooled.
+TEST_F(TlsTest, TwoBearerTokensAreRefused) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back("--auth_token_file=" + Path("token"));
+  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  ClientOptions options = TlsClientOptions();
+  options.auth_token = "s3cret-token";
+  Client client(options);
+  auto stub = v1::ParameterService::NewStub(client.Channel(worker->address()));
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer wrong");
+  v1::ListParametersResponse response;
+  grpc::Status status =
+      stub->ListParameters(&context, v1::ListParametersRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(status.error_message(), HasSubstr("more than one"));
+}
+
+// Under mutual TLS an autograd context belongs to the certificate that made
+// it: another client can neither read, add to, step with nor release it,
+// nor see it listed.
+TEST_F(TlsTest, UnderMutualTlsAContextIsItsMakersAlone) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back("--tls_client_ca_file=" + Path("ca.pem"));
+  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  auto client_as = [&](const std::string& who) {
+    ClientOptions options = TlsClientOptions();
+    options.tls_client_cert = ReadFile(Path(who + ".pem"));
+    options.tls_client_key = ReadFile(Path(who + ".key"));
+    return std::make_unique<Client>(options);
+  };
+  std::unique_ptr<Client> owner = client_as("client");
+  std::unique_ptr<Client> other = client_as("other");
+  const std::string address = worker->address();
+  absl::StatusOr<RemoteParameter> w =
+      owner->CreateParameterFrom(address, "w", Ramp({4}));
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<v1::OptimizerInfo> sgd =
+      owner->CreateOptimizer(address, "sgd", {}, {w->id});
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  const uint64_t context_id = owner->NewContextId();
+  ASSERT_TRUE(
+      owner->AccumulateGradients(address, context_id, {{w->id, Ramp({4})}})
+          .ok());
+
+  const auto denied = absl::StatusCode::kPermissionDenied;
+  EXPECT_EQ(other->GetGradients(address, context_id).status().code(), denied);
+  EXPECT_EQ(
+      other->AccumulateGradients(address, context_id, {{w->id, Ramp({4})}})
+          .code(),
+      denied);
+  EXPECT_EQ(other->Step(address, sgd->id(), context_id).status().code(),
+            denied);
+  EXPECT_EQ(other->ReleaseContext(address, context_id).status().code(), denied);
+  // The owner's context is untouched, and still its own.
+  absl::StatusOr<std::map<uint64_t, Tensor>> gradients =
+      owner->GetGradients(address, context_id);
+  ASSERT_TRUE(gradients.ok()) << gradients.status();
+  EXPECT_TRUE(SameBytes(gradients->at(w->id), Ramp({4})));
+  EXPECT_TRUE(owner->Step(address, sgd->id(), context_id).ok());
+  EXPECT_TRUE(*owner->ReleaseContext(address, context_id));
 }
 
 TEST_F(TlsTest, InconsistentSecurityFlagsAreRefusedAtStartUp) {

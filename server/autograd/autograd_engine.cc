@@ -67,7 +67,7 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
   if (!saved_reservation.ok()) return saved_reservation.status();
   record.saved_reservation = *std::move(saved_reservation);
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->GetOrCreate(call.context_id);
+      contexts_->GetOrCreate(call.context_id, call.caller);
   if (!context.ok()) return context.status();
   ForwardResult result;
   result.outputs = *std::move(outputs);
@@ -77,9 +77,10 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
 
 absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
     uint64_t context_id, uint64_t forward_id,
-    const std::vector<Tensor>& output_gradients, int64_t reply_limit) {
+    const std::vector<Tensor>& output_gradients, int64_t reply_limit,
+    absl::string_view caller) {
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->Find(context_id);
+      contexts_->Find(context_id, caller);
   if (!context.ok()) return context.status();
   absl::StatusOr<std::shared_ptr<const AutogradContext::ForwardRecord>> record =
       (*context)->Forward(forward_id);
@@ -165,7 +166,8 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
 }
 
 absl::Status AutogradEngine::AccumulateGradients(
-    uint64_t context_id, const std::vector<ParameterGradient>& gradients) {
+    uint64_t context_id, const std::vector<ParameterGradient>& gradients,
+    absl::string_view caller) {
   absl::Status status = ValidateContextId(context_id, "context_id");
   if (!status.ok()) return status;
   // Check every gradient before adding any, so a bad one changes nothing.
@@ -196,7 +198,7 @@ absl::Status AutogradEngine::AccumulateGradients(
   }
   bool created = false;
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->GetOrCreate(context_id, &created);
+      contexts_->GetOrCreate(context_id, caller, &created);
   if (!context.ok()) return context.status();
   status = (*context)->Accumulate(updates, parameters_->backend(),
                                   parameters_->budget());
@@ -207,9 +209,9 @@ absl::Status AutogradEngine::AccumulateGradients(
 
 absl::StatusOr<std::vector<ParameterGradient>> AutogradEngine::GetGradients(
     uint64_t context_id, const std::vector<uint64_t>& parameter_ids,
-    int64_t reply_limit) {
+    int64_t reply_limit, absl::string_view caller) {
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->Find(context_id);
+      contexts_->Find(context_id, caller);
   if (!context.ok()) return context.status();
   const std::vector<uint64_t> ids =
       parameter_ids.empty() ? (*context)->Info().parameter_ids : parameter_ids;

@@ -10,7 +10,8 @@
 // tensor bytes of a call's reply: over it the call is refused
 // (RESOURCE_EXHAUSTED with the kReplyTooLargeMetadata payload, so the
 // caller can send it again over a transport that carries more) before
-// anything changes. Thread-safe.
+// anything changes. Every call names its caller's identity: a context
+// belongs to the identity that made it (see ContextTable). Thread-safe.
 #ifndef DISTOPT_SERVER_AUTOGRAD_AUTOGRAD_ENGINE_H_
 #define DISTOPT_SERVER_AUTOGRAD_AUTOGRAD_ENGINE_H_
 
@@ -30,6 +31,8 @@ namespace distopt {
 
 struct ForwardCall {
   uint64_t context_id = 0;
+  // The client's identity under mutual TLS (contexts are its own), or "".
+  std::string caller;
   std::string op;
   std::vector<uint64_t> parameter_ids;
   std::vector<Tensor> inputs;  // Host tensors.
@@ -66,19 +69,21 @@ class AutogradEngine {
   // torch's version check) or deleted.
   absl::StatusOr<std::vector<std::optional<Tensor>>> Backward(
       uint64_t context_id, uint64_t forward_id,
-      const std::vector<Tensor>& output_gradients, int64_t reply_limit);
+      const std::vector<Tensor>& output_gradients, int64_t reply_limit,
+      absl::string_view caller = "");
 
   // Adds `gradients` to the context's, creating the context. NOT_FOUND for
   // an unknown parameter; INVALID_ARGUMENT for a gradient unlike its
   // parameter.
   absl::Status AccumulateGradients(
-      uint64_t context_id, const std::vector<ParameterGradient>& gradients);
+      uint64_t context_id, const std::vector<ParameterGradient>& gradients,
+      absl::string_view caller = "");
 
   // The context's gradients of `parameter_ids` (all of its parameters when
   // empty); parameters without one are left out.
   absl::StatusOr<std::vector<ParameterGradient>> GetGradients(
       uint64_t context_id, const std::vector<uint64_t>& parameter_ids,
-      int64_t reply_limit);
+      int64_t reply_limit, absl::string_view caller = "");
 
  private:
   ContextTable* const contexts_;

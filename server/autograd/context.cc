@@ -10,8 +10,9 @@
 namespace distopt {
 
 AutogradContext::AutogradContext(uint64_t id, absl::Time now,
-                                 Reservation reservation)
+                                 Reservation reservation, std::string owner)
     : id_(id),
+      owner_(std::move(owner)),
       created_(now),
       reservation_(std::move(reservation)),
       last_used_(now) {}

@@ -49,12 +49,15 @@ struct GradientUpdate {
 
 class AutogradContext {
  public:
-  // `reservation` holds the context's own bookkeeping bytes.
-  AutogradContext(uint64_t id, absl::Time now, Reservation reservation);
+  // `reservation` holds the context's own bookkeeping bytes; `owner` is
+  // the identity of the client that made it ("" without mutual TLS).
+  AutogradContext(uint64_t id, absl::Time now, Reservation reservation,
+                  std::string owner = "");
   AutogradContext(const AutogradContext&) = delete;
   AutogradContext& operator=(const AutogradContext&) = delete;
 
   uint64_t id() const { return id_; }
+  const std::string& owner() const { return owner_; }
 
   // Adds every update to its parameter's gradient in this context, creating
   // gradients on `backend`'s device the first time (a new gradient updated
@@ -122,6 +125,7 @@ class AutogradContext {
   };
 
   const uint64_t id_;
+  const std::string owner_;
   const absl::Time created_;
   const Reservation reservation_;
   mutable absl::Mutex mutex_;

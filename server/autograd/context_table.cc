@@ -8,6 +8,17 @@
 
 namespace distopt {
 
+namespace {
+
+absl::Status NotTheOwner(uint64_t id) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "context_id: context ", id,
+      " belongs to another client identity; expected the identity that "
+      "made it"));
+}
+
+}  // namespace
+
 absl::Status ValidateContextId(uint64_t id, absl::string_view field) {
   if (id != 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -21,20 +32,21 @@ ContextTable::ContextTable(absl::Duration time_to_live, MemoryBudget* budget,
     : time_to_live_(time_to_live), budget_(budget), clock_(std::move(clock)) {}
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
-    uint64_t id, bool* created) {
+    uint64_t id, absl::string_view caller, bool* created) {
   const absl::Time now = clock_();
   absl::MutexLock lock(&mutex_);
   if (created != nullptr) *created = false;
   auto it = contexts_.find(id);
   if (it != contexts_.end()) {
+    if (it->second->owner() != caller) return NotTheOwner(id);
     it->second->Touch(now);
     return it->second;
   }
   absl::StatusOr<Reservation> reservation = budget_->Reserve(
       kContextOverheadBytes, absl::StrCat("autograd context ", id));
   if (!reservation.ok()) return reservation.status();
-  auto context =
-      std::make_shared<AutogradContext>(id, now, *std::move(reservation));
+  auto context = std::make_shared<AutogradContext>(
+      id, now, *std::move(reservation), std::string(caller));
   contexts_.emplace(id, context);
   if (created != nullptr) *created = true;
   return context;
@@ -47,7 +59,7 @@ void ContextTable::ReleaseIfEmpty(uint64_t id) {
 }
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(
-    uint64_t id) const {
+    uint64_t id, absl::string_view caller) const {
   absl::MutexLock lock(&mutex_);
   auto it = contexts_.find(id);
   if (it == contexts_.end()) {
@@ -56,22 +68,30 @@ absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(
         " on this worker (never used here, released, or collected after "
         "being idle)"));
   }
+  if (it->second->owner() != caller) return NotTheOwner(id);
   it->second->Touch(clock_());
   return it->second;
 }
 
-bool ContextTable::Release(uint64_t id) {
+absl::StatusOr<bool> ContextTable::Release(uint64_t id,
+                                           absl::string_view caller) {
   absl::MutexLock lock(&mutex_);
-  return contexts_.erase(id) != 0;
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) return false;
+  if (it->second->owner() != caller) return NotTheOwner(id);
+  contexts_.erase(it);
+  return true;
 }
 
-ContextPage ContextTable::List(uint64_t after_id, size_t limit) const {
+ContextPage ContextTable::List(uint64_t after_id, size_t limit,
+                               absl::string_view caller) const {
   std::vector<std::shared_ptr<AutogradContext>> contexts;
   ContextPage page;
   {
     absl::MutexLock lock(&mutex_);
     for (auto it = contexts_.upper_bound(after_id); it != contexts_.end();
          ++it) {
+      if (it->second->owner() != caller) continue;
       if (contexts.size() == limit) {
         page.next_after_id = contexts.back()->id();
         break;

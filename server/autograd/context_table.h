@@ -1,5 +1,10 @@
 // ContextTable: the distributed autograd contexts alive on this daemon.
 //
+// A context belongs to the client identity that made it (its certificate's
+// identity under mutual TLS; "" otherwise, when every client shares every
+// context): another identity gets PERMISSION_DENIED for it, and sees only
+// its own in listings.
+//
 // A context is created by the first call that names it and lives until it
 // is released or, when a crashed trainer never releases it, until it has
 // been idle longer than the table's time-to-live (CollectIdle). Context ids
@@ -48,17 +53,22 @@ class ContextTable {
   // The context `id`, created now if it does not exist yet (`created` says
   // which). RESOURCE_EXHAUSTED when a new one does not fit the budget.
   absl::StatusOr<std::shared_ptr<AutogradContext>> GetOrCreate(
-      uint64_t id, bool* created = nullptr) ABSL_LOCKS_EXCLUDED(mutex_);
+      uint64_t id, absl::string_view caller = "", bool* created = nullptr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Releases context `id` if it holds nothing: for a call that created it
   // and was then refused, so that a refusal leaves nothing behind.
   void ReleaseIfEmpty(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND when this daemon has no context `id`.
-  absl::StatusOr<std::shared_ptr<AutogradContext>> Find(uint64_t id) const
+  absl::StatusOr<std::shared_ptr<AutogradContext>> Find(
+      uint64_t id, absl::string_view caller = "") const
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Frees the context; false (and no error) when it is unknown here.
-  bool Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<bool> Release(uint64_t id, absl::string_view caller = "")
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Contexts with ids above `after_id`, at most `limit`, in id order.
-  ContextPage List(uint64_t after_id, size_t limit) const
+  // Only `caller`'s contexts.
+  ContextPage List(uint64_t after_id, size_t limit,
+                   absl::string_view caller = "") const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Releases contexts idle since before `now - time_to_live`; returns how

@@ -75,10 +75,10 @@ TEST_F(ContextTableTest, ReleaseFreesAndUnknownIsANoOp) {
   auto w = MakeParameter("w", DType::kFloat32, {1000});
   ASSERT_TRUE(Add(*Context(5), *w, Filled(DType::kFloat32, {1000}, 1)).ok());
   EXPECT_EQ(budget_.used_bytes(), 8000u + kOverhead);
-  EXPECT_TRUE(table_.Release(5));
+  EXPECT_TRUE(*table_.Release(5));
   EXPECT_EQ(budget_.used_bytes(), 4000u);
-  EXPECT_FALSE(table_.Release(5));
-  EXPECT_FALSE(table_.Release(12345));
+  EXPECT_FALSE(*table_.Release(5));
+  EXPECT_FALSE(*table_.Release(12345));
   EXPECT_EQ(table_.Find(5).status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -133,6 +133,23 @@ TEST_F(ContextTableTest, ContextsCountAgainstTheBudgetAndPage) {
   EXPECT_FALSE(page.next_after_id.has_value());
   table.ReleaseIfEmpty(3);
   EXPECT_TRUE(table.GetOrCreate(4).ok());
+}
+
+// A context belongs to the identity that made it.
+TEST_F(ContextTableTest, AnotherIdentityCannotUseAContext) {
+  ASSERT_TRUE(table_.GetOrCreate(9, "CN=alice").ok());
+  for (const char* other : {"CN=bob", ""}) {
+    EXPECT_EQ(table_.Find(9, other).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(table_.GetOrCreate(9, other).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(table_.Release(9, other).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    EXPECT_TRUE(table_.List(0, 10, other).contexts.empty());
+  }
+  EXPECT_TRUE(table_.Find(9, "CN=alice").ok());
+  EXPECT_EQ(table_.List(0, 10, "CN=alice").contexts.size(), 1u);
+  EXPECT_TRUE(*table_.Release(9, "CN=alice"));
 }
 
 TEST(BackwardClaimTest, OnceThenRetriesWithTheSameGradientsOnly) {

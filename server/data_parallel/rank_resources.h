@@ -29,8 +29,9 @@ struct RankResources {
   absl::StatusOr<GroupMembership*> Group() const;
   // The autograd context a step takes its gradients from: INVALID_ARGUMENT
   // for a malformed id, NOT_FOUND for an unknown one.
+  // PERMISSION_DENIED for one another client identity made.
   absl::StatusOr<std::shared_ptr<AutogradContext>> Context(
-      uint64_t context_id) const;
+      uint64_t context_id, absl::string_view caller) const;
   // This daemon's rank; 0 outside a group.
   int rank() const;
 };

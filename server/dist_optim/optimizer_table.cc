@@ -83,13 +83,14 @@ absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::Find(
 }
 
 absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
-                                                uint64_t context_id) {
+                                                uint64_t context_id,
+                                                absl::string_view caller) {
   absl::Status valid = ValidateContextId(context_id, "context_id");
   if (!valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
   if (!entry.ok()) return entry.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      contexts_->Find(context_id);
+      contexts_->Find(context_id, caller);
   if (!context.ok()) return context.status();
 
   Entry& e = **entry;

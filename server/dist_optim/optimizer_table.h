@@ -64,7 +64,10 @@ class OptimizerTable {
 
   // NOT_FOUND for an unknown optimizer or a context this daemon does not
   // have; FAILED_PRECONDITION when a parameter was deleted meanwhile.
-  absl::StatusOr<StepResult> Step(uint64_t optimizer_id, uint64_t context_id);
+  // `caller` is the client's identity (see ContextTable): PERMISSION_DENIED
+  // for a context another identity made.
+  absl::StatusOr<StepResult> Step(uint64_t optimizer_id, uint64_t context_id,
+                                  absl::string_view caller = "");
 
   absl::StatusOr<OptimizerInfo> Get(uint64_t optimizer_id) const;
   std::vector<OptimizerInfo> List() const ABSL_LOCKS_EXCLUDED(mutex_);

@@ -87,11 +87,12 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   return StatusLocked();
 }
 
-absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id) {
+absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
+                                         absl::string_view caller) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      resources_.Context(context_id);
+      resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();

@@ -50,7 +50,8 @@ class LocalSgdRunner {
   absl::StatusOr<LocalSgdInfo> Create(LocalSgdSpec spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the size of the group this step averaged in (0: none).
-  absl::StatusOr<int> Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<int> Step(uint64_t context_id, absl::string_view caller = "")
+      ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<LocalSgdInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
   // OK unless a step failed half-way (then no checkpoint may save the
   // parameters as good).

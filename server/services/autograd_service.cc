@@ -10,6 +10,7 @@
 #include "common/quoted.h"
 #include "common/wire_limits.h"
 #include "common/wire_tensor.h"
+#include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 #include "server/services/paging.h"
 
@@ -65,9 +66,10 @@ absl::StatusOr<std::vector<Tensor>> TensorsFromProto(
 
 absl::Status AutogradServiceImpl::ServeForward(
     const v1::ForwardRequest& request, v1::ForwardResponse* response,
-    int64_t reply_limit) {
+    int64_t reply_limit, absl::string_view caller) {
   ForwardCall call;
   call.context_id = request.context_id();
+  call.caller = std::string(caller);
   call.op = request.op();
   call.parameter_ids.assign(request.parameter_ids().begin(),
                             request.parameter_ids().end());
@@ -86,13 +88,13 @@ absl::Status AutogradServiceImpl::ServeForward(
 
 absl::Status AutogradServiceImpl::ServeBackward(
     const v1::BackwardRequest& request, v1::BackwardResponse* response,
-    int64_t reply_limit) {
+    int64_t reply_limit, absl::string_view caller) {
   absl::StatusOr<std::vector<Tensor>> output_gradients =
       TensorsFromProto(request.output_gradients(), "output_gradients");
   if (!output_gradients.ok()) return output_gradients.status();
   absl::StatusOr<std::vector<std::optional<Tensor>>> input_gradients =
       engine_->Backward(request.context_id(), request.forward_id(),
-                        *output_gradients, reply_limit);
+                        *output_gradients, reply_limit, caller);
   if (!input_gradients.ok()) return input_gradients.status();
   for (const std::optional<Tensor>& input : *input_gradients) {
     v1::InputGradient* out = response->add_input_gradients();
@@ -104,7 +106,7 @@ absl::Status AutogradServiceImpl::ServeBackward(
 
 absl::Status AutogradServiceImpl::ServeAccumulateGradients(
     const v1::AccumulateGradientsRequest& request,
-    v1::AccumulateGradientsResponse*, int64_t) {
+    v1::AccumulateGradientsResponse*, int64_t, absl::string_view caller) {
   std::vector<ParameterGradient> gradients;
   gradients.reserve(request.gradients_size());
   for (int i = 0; i < request.gradients_size(); ++i) {
@@ -114,17 +116,17 @@ absl::Status AutogradServiceImpl::ServeAccumulateGradients(
     if (!gradient.ok()) return gradient.status();
     gradients.push_back({entry.parameter_id(), *std::move(gradient)});
   }
-  return engine_->AccumulateGradients(request.context_id(), gradients);
+  return engine_->AccumulateGradients(request.context_id(), gradients, caller);
 }
 
 absl::Status AutogradServiceImpl::ServeGetGradients(
     const v1::GetGradientsRequest& request, v1::GetGradientsResponse* response,
-    int64_t reply_limit) {
+    int64_t reply_limit, absl::string_view caller) {
   absl::StatusOr<std::vector<ParameterGradient>> gradients =
       engine_->GetGradients(
           request.context_id(),
           {request.parameter_ids().begin(), request.parameter_ids().end()},
-          reply_limit);
+          reply_limit, caller);
   if (!gradients.ok()) return gradients.status();
   for (const ParameterGradient& gradient : *gradients) {
     v1::ParameterGradient* entry = response->add_gradients();
@@ -138,36 +140,41 @@ grpc::Status AutogradServiceImpl::Forward(grpc::ServerContext* context,
                                           const v1::ForwardRequest* request,
                                           v1::ForwardResponse* response) {
   return UnaryStatus(context,
-                     ServeForward(*request, response, kMaxTensorPayloadBytes));
+                     ServeForward(*request, response, kMaxTensorPayloadBytes,
+                                  CallerIdentity(*context)));
 }
 
 grpc::Status AutogradServiceImpl::Backward(grpc::ServerContext* context,
                                            const v1::BackwardRequest* request,
                                            v1::BackwardResponse* response) {
   return UnaryStatus(context,
-                     ServeBackward(*request, response, kMaxTensorPayloadBytes));
+                     ServeBackward(*request, response, kMaxTensorPayloadBytes,
+                                   CallerIdentity(*context)));
 }
 
 grpc::Status AutogradServiceImpl::AccumulateGradients(
     grpc::ServerContext* context, const v1::AccumulateGradientsRequest* request,
     v1::AccumulateGradientsResponse* response) {
-  return UnaryStatus(context, ServeAccumulateGradients(*request, response,
-                                                       kMaxTensorPayloadBytes));
+  return UnaryStatus(context, ServeAccumulateGradients(
+                                  *request, response, kMaxTensorPayloadBytes,
+                                  CallerIdentity(*context)));
 }
 
 grpc::Status AutogradServiceImpl::GetGradients(
     grpc::ServerContext* context, const v1::GetGradientsRequest* request,
     v1::GetGradientsResponse* response) {
   return UnaryStatus(
-      context, ServeGetGradients(*request, response, kMaxTensorPayloadBytes));
+      context, ServeGetGradients(*request, response, kMaxTensorPayloadBytes,
+                                 CallerIdentity(*context)));
 }
 
 grpc::Status AutogradServiceImpl::ForwardChunked(grpc::ServerContext* context,
                                                  ChunkStream* stream) {
   return ServeChunked<v1::ForwardRequest, v1::ForwardResponse>(
       *streams_, context, "ForwardChunked", stream,
-      [this](const auto& request, auto* response) {
-        return ServeForward(request, response, kMaxChunkedPayloadBytes);
+      [this, context](const auto& request, auto* response) {
+        return ServeForward(request, response, kMaxChunkedPayloadBytes,
+                            CallerIdentity(*context));
       });
 }
 
@@ -175,8 +182,9 @@ grpc::Status AutogradServiceImpl::BackwardChunked(grpc::ServerContext* context,
                                                   ChunkStream* stream) {
   return ServeChunked<v1::BackwardRequest, v1::BackwardResponse>(
       *streams_, context, "BackwardChunked", stream,
-      [this](const auto& request, auto* response) {
-        return ServeBackward(request, response, kMaxChunkedPayloadBytes);
+      [this, context](const auto& request, auto* response) {
+        return ServeBackward(request, response, kMaxChunkedPayloadBytes,
+                             CallerIdentity(*context));
       });
 }
 
@@ -185,9 +193,10 @@ grpc::Status AutogradServiceImpl::AccumulateGradientsChunked(
   return ServeChunked<v1::AccumulateGradientsRequest,
                       v1::AccumulateGradientsResponse>(
       *streams_, context, "AccumulateGradientsChunked", stream,
-      [this](const auto& request, auto* response) {
+      [this, context](const auto& request, auto* response) {
         return ServeAccumulateGradients(request, response,
-                                        kMaxChunkedPayloadBytes);
+                                        kMaxChunkedPayloadBytes,
+                                        CallerIdentity(*context));
       });
 }
 
@@ -195,26 +204,31 @@ grpc::Status AutogradServiceImpl::GetGradientsChunked(
     grpc::ServerContext* context, ChunkStream* stream) {
   return ServeChunked<v1::GetGradientsRequest, v1::GetGradientsResponse>(
       *streams_, context, "GetGradientsChunked", stream,
-      [this](const auto& request, auto* response) {
-        return ServeGetGradients(request, response, kMaxChunkedPayloadBytes);
+      [this, context](const auto& request, auto* response) {
+        return ServeGetGradients(request, response, kMaxChunkedPayloadBytes,
+                                 CallerIdentity(*context));
       });
 }
 
 grpc::Status AutogradServiceImpl::ReleaseContext(
-    grpc::ServerContext*, const v1::ReleaseContextRequest* request,
+    grpc::ServerContext* context, const v1::ReleaseContextRequest* request,
     v1::ReleaseContextResponse* response) {
-  response->set_released(contexts_->Release(request->context_id()));
+  absl::StatusOr<bool> released =
+      contexts_->Release(request->context_id(), CallerIdentity(*context));
+  if (!released.ok()) return ToGrpcStatus(released.status());
+  response->set_released(*released);
   return grpc::Status::OK;
 }
 
 grpc::Status AutogradServiceImpl::ListContexts(
-    grpc::ServerContext*, const v1::ListContextsRequest* request,
+    grpc::ServerContext* context, const v1::ListContextsRequest* request,
     v1::ListContextsResponse* response) {
   absl::StatusOr<PageRequest> asked =
       ParsePageRequest(request->page_size(), request->page_token());
   if (!asked.ok()) return ToGrpcStatus(asked.status());
   const absl::Time now = absl::Now();
-  const ContextPage page = contexts_->List(asked->after_id, asked->limit);
+  const ContextPage page =
+      contexts_->List(asked->after_id, asked->limit, CallerIdentity(*context));
   for (const ContextInfo& info : page.contexts) {
     v1::ContextInfo* out = response->add_contexts();
     out->set_context_id(info.id);

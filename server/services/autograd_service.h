@@ -56,16 +56,18 @@ class AutogradServiceImpl final : public v1::AutogradService::Service {
   // The calls themselves, for both transports: `reply_limit` bounds the
   // tensor bytes of the reply (see AutogradEngine).
   absl::Status ServeForward(const v1::ForwardRequest& request,
-                            v1::ForwardResponse* response, int64_t reply_limit);
+                            v1::ForwardResponse* response, int64_t reply_limit,
+                            absl::string_view caller);
   absl::Status ServeBackward(const v1::BackwardRequest& request,
                              v1::BackwardResponse* response,
-                             int64_t reply_limit);
+                             int64_t reply_limit, absl::string_view caller);
   absl::Status ServeAccumulateGradients(
       const v1::AccumulateGradientsRequest& request,
-      v1::AccumulateGradientsResponse* response, int64_t reply_limit);
+      v1::AccumulateGradientsResponse* response, int64_t reply_limit,
+      absl::string_view caller);
   absl::Status ServeGetGradients(const v1::GetGradientsRequest& request,
                                  v1::GetGradientsResponse* response,
-                                 int64_t reply_limit);
+                                 int64_t reply_limit, absl::string_view caller);
 
   ContextTable* const contexts_;
   AutogradEngine* const engine_;

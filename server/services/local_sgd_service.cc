@@ -5,6 +5,7 @@
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
+#include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 #include "server/services/named_groups_proto.h"
 
@@ -98,7 +99,8 @@ grpc::Status LocalSgdServiceImpl::Step(
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "Step");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  absl::StatusOr<int> averaged = runner_->Step(request->context_id());
+  absl::StatusOr<int> averaged =
+      runner_->Step(request->context_id(), CallerIdentity(*context));
   if (!averaged.ok()) return ToGrpcStatus(averaged.status());
   response->set_averaged_group_size(*averaged);
   return grpc::Status::OK;

@@ -3,6 +3,7 @@
 #include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
+#include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 
 namespace distopt {
@@ -53,9 +54,10 @@ grpc::Status OptimizerServiceImpl::CreateOptimizer(
 }
 
 absl::Status OptimizerServiceImpl::StepInto(const v1::StepRequest& request,
-                                            v1::StepResponse* response) {
+                                            v1::StepResponse* response,
+                                            absl::string_view caller) {
   absl::StatusOr<StepResult> result =
-      optimizers_->Step(request.optimizer_id(), request.context_id());
+      optimizers_->Step(request.optimizer_id(), request.context_id(), caller);
   if (!result.ok()) return result.status();
   response->set_applied(result->applied);
   response->set_stepped_parameters(result->stepped_parameters);
@@ -63,10 +65,10 @@ absl::Status OptimizerServiceImpl::StepInto(const v1::StepRequest& request,
   return absl::OkStatus();
 }
 
-grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext*,
+grpc::Status OptimizerServiceImpl::Step(grpc::ServerContext* context,
                                         const v1::StepRequest* request,
                                         v1::StepResponse* response) {
-  return ToGrpcStatus(StepInto(*request, response));
+  return ToGrpcStatus(StepInto(*request, response, CallerIdentity(*context)));
 }
 
 grpc::Status OptimizerServiceImpl::StepStream(
@@ -75,11 +77,13 @@ grpc::Status OptimizerServiceImpl::StepStream(
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "StepStream");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
+  const std::string caller = CallerIdentity(*context);
   OpenStreams::Stream open(&open_streams_, context);
   v1::StepRequest request;
   while (open.AwaitRequest() && stream->Read(&request) && open.BeginWork()) {
     v1::StepOutcome outcome;
-    const absl::Status status = StepInto(request, outcome.mutable_response());
+    const absl::Status status =
+        StepInto(request, outcome.mutable_response(), caller);
     if (!status.ok()) {
       outcome.clear_response();
       outcome.set_code(static_cast<int32_t>(status.code()));

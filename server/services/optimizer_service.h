@@ -59,7 +59,7 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
  private:
   // One step, as Step and StepStream serve it.
   absl::Status StepInto(const v1::StepRequest& request,
-                        v1::StepResponse* response);
+                        v1::StepResponse* response, absl::string_view caller);
 
   const OptimizerRegistry* const registry_;
   OptimizerTable* const optimizers_;

@@ -5,6 +5,7 @@
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
+#include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 #include "server/services/named_groups_proto.h"
 
@@ -73,7 +74,8 @@ grpc::Status ZeroServiceImpl::Step(grpc::ServerContext* context,
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "Step");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  return ToGrpcStatus(runner_->Step(request->context_id()));
+  return ToGrpcStatus(
+      runner_->Step(request->context_id(), CallerIdentity(*context)));
 }
 
 grpc::Status ZeroServiceImpl::GetZero(grpc::ServerContext*,

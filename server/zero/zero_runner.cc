@@ -98,7 +98,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   return StatusLocked();
 }
 
-absl::Status ZeroRunner::Step(uint64_t context_id) {
+absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   if (joined_) {
     return absl::FailedPreconditionError(
         "zero: this rank has joined (its data ran out) and takes part in "
@@ -108,7 +108,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
-      resources_.Context(context_id);
+      resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();

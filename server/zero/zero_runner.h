@@ -70,7 +70,8 @@ class ZeroRunner {
   // or parameter name.
   absl::StatusOr<ZeroInfo> Create(const ZeroSpec& spec)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::Status Step(uint64_t context_id) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Step(uint64_t context_id, absl::string_view caller = "")
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the number of the other ranks' steps taken part in.
   absl::StatusOr<int64_t> Join() ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<ZeroInfo> AddParamGroup(const NamedGroupSpec& group)
