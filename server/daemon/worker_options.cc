@@ -63,6 +63,15 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         "--world_size=", options.world_size,
         ": expected --peers or --rendezvous to find the other ranks"));
   }
+  // The ranks reach rank 0's store over plaintext gRPC: a TLS daemon would
+  // refuse them, and the group would wait out --group_timeout. Said now.
+  if (options.world_size > 1 && !options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--world_size=", options.world_size,
+        " with --tls_cert_file: the ranks of a data-parallel group reach each "
+        "other over plaintext only (their store is guarded by "
+        "--group_secret_file); expected a plaintext listen address for ranks"));
+  }
   if (options.world_size > 1 && options.group_secret_file.empty() &&
       options.group_secret.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

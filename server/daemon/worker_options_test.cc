@@ -69,6 +69,19 @@ TEST(WorkerOptionsTest, DataParallelFlagsAreAccepted) {
               }).ok());
 }
 
+TEST(WorkerOptionsTest, RanksOverTlsAreRefusedPlainly) {
+  absl::Status status = Check([](WorkerOptions& o) {
+    o.world_size = 2;
+    o.rank = 0;
+    o.rendezvous = "node0:50051";
+    o.group_secret_file = "/run/secrets/group";
+    o.tls_cert_file = "server.pem";
+    o.tls_key_file = "server.key";
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("plaintext"));
+}
+
 TEST(WorkerOptionsTest, AGroupNeedsItsSecret) {
   absl::Status status = Check([](WorkerOptions& o) {
     o.world_size = 2;
