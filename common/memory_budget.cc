@@ -38,6 +38,11 @@ absl::StatusOr<Reservation> MemoryBudget::Reserve(uint64_t bytes,
         absl::StrCat(what, ": ", bytes, " bytes; expected at most ",
                      max_tensor_bytes_, " (--max_tensor_bytes)"));
   }
+  return ReserveTotal(bytes, what);
+}
+
+absl::StatusOr<Reservation> MemoryBudget::ReserveTotal(uint64_t bytes,
+                                                       absl::string_view what) {
   absl::MutexLock lock(&mutex_);
   if (max_total_bytes_ != 0 && bytes > max_total_bytes_ - used_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -47,6 +52,24 @@ absl::StatusOr<Reservation> MemoryBudget::Reserve(uint64_t bytes,
   }
   used_bytes_ += bytes;
   return Reservation(this, bytes);
+}
+
+absl::Status MemoryBudget::Resize(Reservation& reservation, uint64_t bytes,
+                                  absl::string_view what) {
+  if (bytes <= reservation.bytes_) {
+    if (reservation.budget_ == this) Release(reservation.bytes_ - bytes);
+    reservation.bytes_ = bytes;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Reservation> more =
+      ReserveTotal(bytes - reservation.bytes_, what);
+  if (!more.ok()) return more.status();
+  // The two become one reservation of `bytes`.
+  more->budget_ = nullptr;
+  more->bytes_ = 0;
+  reservation.budget_ = this;
+  reservation.bytes_ = bytes;
+  return absl::OkStatus();
 }
 
 uint64_t MemoryBudget::used_bytes() const {

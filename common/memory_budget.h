@@ -50,6 +50,16 @@ class MemoryBudget {
 
   // Reserves `bytes` for one tensor; `what` names it in the error.
   absl::StatusOr<Reservation> Reserve(uint64_t bytes, absl::string_view what);
+  // Reserves `bytes` held by several tensors or other things (an
+  // optimizer's state, a forward's saved tensors, store entries): only the
+  // total limit applies.
+  absl::StatusOr<Reservation> ReserveTotal(uint64_t bytes,
+                                           absl::string_view what);
+  // Makes `reservation` (of this budget, or empty) hold `bytes`: more is
+  // checked against the total limit (RESOURCE_EXHAUSTED naming `what`,
+  // and the reservation unchanged), less is given back.
+  absl::Status Resize(Reservation& reservation, uint64_t bytes,
+                      absl::string_view what);
 
   uint64_t used_bytes() const;
   uint64_t max_tensor_bytes() const { return max_tensor_bytes_; }

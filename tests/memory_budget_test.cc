@@ -40,7 +40,7 @@ TEST_F(MemoryBudgetTest, OptimizerStateIsReservedWhenTheOptimizerIsMade) {
   }
   EXPECT_EQ(made.size(), 2u);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(refused.message(), HasSubstr("state of a new adam optimizer"));
+  EXPECT_THAT(refused.message(), HasSubstr("the optimizer's state"));
   EXPECT_THAT(refused.message(), HasSubstr("--max_total_bytes"));
   ASSERT_FALSE(made.empty());
   ASSERT_TRUE(client_.DeleteOptimizer(address_, made.back()).ok());

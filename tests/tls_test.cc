@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 #include "tests/worker_fixture.h"
 
@@ -215,6 +216,17 @@ TEST_F(TlsTest, UnderMutualTlsAContextIsItsMakersAlone) {
   EXPECT_EQ(other->Step(address, sgd->id(), context_id).status().code(),
             denied);
   EXPECT_EQ(other->ReleaseContext(address, context_id).status().code(), denied);
+  auto listed_by = [&](Client& client) {
+    auto stub = v1::AutogradService::NewStub(client.Channel(address));
+    grpc::ClientContext context;
+    v1::ListContextsResponse response;
+    EXPECT_TRUE(
+        stub->ListContexts(&context, v1::ListContextsRequest(), &response)
+            .ok());
+    return response.contexts_size();
+  };
+  EXPECT_EQ(listed_by(*other), 0);
+  EXPECT_EQ(listed_by(*owner), 1);
   // The owner's context is untouched, and still its own.
   absl::StatusOr<std::map<uint64_t, Tensor>> gradients =
       owner->GetGradients(address, context_id);

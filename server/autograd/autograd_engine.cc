@@ -61,9 +61,10 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
   }
   uint64_t saved_bytes = 0;
   for (const Tensor& saved : record.saved) saved_bytes += saved.byte_size();
-  absl::StatusOr<Reservation> saved_reservation = parameters_->budget().Reserve(
-      saved_bytes, absl::StrCat("tensors saved by a forward of ", call.op,
-                                " in context ", call.context_id));
+  absl::StatusOr<Reservation> saved_reservation =
+      parameters_->budget().ReserveTotal(
+          saved_bytes, absl::StrCat("tensors saved by a forward of ", call.op,
+                                    " in context ", call.context_id));
   if (!saved_reservation.ok()) return saved_reservation.status();
   record.saved_reservation = *std::move(saved_reservation);
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
@@ -203,7 +204,7 @@ absl::Status AutogradEngine::AccumulateGradients(
   status = (*context)->Accumulate(updates, parameters_->backend(),
                                   parameters_->budget());
   // A refused call leaves no context behind.
-  if (!status.ok() && created) contexts_->ReleaseIfEmpty(context_id);
+  if (!status.ok() && created) contexts_->ReleaseIfUnused(*context);
   return status;
 }
 

@@ -62,7 +62,10 @@ class AutogradContext {
   // Adds every update to its parameter's gradient in this context, creating
   // gradients on `backend`'s device the first time (a new gradient updated
   // by rows starts at zero elsewhere). All or nothing: RESOURCE_EXHAUSTED
-  // over `budget` (or any failure) leaves every gradient as it was.
+  // over `budget`, or a failure to stage an addend on the device, leaves
+  // every gradient as it was. (Only a device kernel failing in the adds
+  // themselves, after which the device is unusable, leaves them partly
+  // added.)
   absl::Status Accumulate(const std::vector<GradientUpdate>& updates,
                           const std::shared_ptr<Backend>& backend,
                           MemoryBudget& budget) ABSL_LOCKS_EXCLUDED(mutex_);

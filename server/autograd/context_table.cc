@@ -52,10 +52,16 @@ absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
   return context;
 }
 
-void ContextTable::ReleaseIfEmpty(uint64_t id) {
+void ContextTable::ReleaseIfUnused(
+    const std::shared_ptr<AutogradContext>& context) {
   absl::MutexLock lock(&mutex_);
-  auto it = contexts_.find(id);
-  if (it != contexts_.end() && it->second->empty()) contexts_.erase(it);
+  auto it = contexts_.find(context->id());
+  // Copies are made under this lock only: nobody can take one meanwhile.
+  // Two holders are the table and the caller.
+  if (it != contexts_.end() && it->second == context &&
+      context.use_count() == 2 && context->empty()) {
+    contexts_.erase(it);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(

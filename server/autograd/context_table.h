@@ -56,9 +56,11 @@ class ContextTable {
   absl::StatusOr<std::shared_ptr<AutogradContext>> GetOrCreate(
       uint64_t id, absl::string_view caller = "", bool* created = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // Releases context `id` if it holds nothing: for a call that created it
-  // and was then refused, so that a refusal leaves nothing behind.
-  void ReleaseIfEmpty(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Releases `context` if it holds nothing and no other call holds it: for
+  // a call that created it and was then refused, so that a refusal leaves
+  // nothing behind (a call that found it meanwhile keeps it).
+  void ReleaseIfUnused(const std::shared_ptr<AutogradContext>& context)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND when this daemon has no context `id`.
   absl::StatusOr<std::shared_ptr<AutogradContext>> Find(
       uint64_t id, absl::string_view caller = "") const

@@ -131,7 +131,7 @@ TEST_F(ContextTableTest, ContextsCountAgainstTheBudgetAndPage) {
   ASSERT_EQ(page.contexts.size(), 1u);
   EXPECT_EQ(page.contexts[0].id, 3u);
   EXPECT_FALSE(page.next_after_id.has_value());
-  table.ReleaseIfEmpty(3);
+  table.ReleaseIfUnused(*table.Find(3));
   EXPECT_TRUE(table.GetOrCreate(4).ok());
 }
 

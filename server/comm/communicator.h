@@ -7,12 +7,24 @@
 #define DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace distopt {
 
 enum class ReduceOp { kSum, kAverage };
+
+// A collective that failed on the wire (a timeout, a lost peer) leaves its
+// communicator unusable; its status says so by this payload, which a
+// status built by local checks does not carry.
+inline constexpr char kCollectiveFailurePayload[] = "distopt-collective-failure";
+inline void MarkCollectiveFailure(absl::Status& status) {
+  status.SetPayload(kCollectiveFailurePayload, absl::Cord("1"));
+}
+inline bool IsCollectiveFailure(const absl::Status& status) {
+  return status.GetPayload(kCollectiveFailurePayload).has_value();
+}
 
 class Communicator {
  public:

@@ -96,13 +96,17 @@ absl::Status Guard(absl::string_view what, Call call) {
     const bool timed_out = message.find("imed out") != std::string::npos ||
                            message.find("not set within") != std::string::npos;
     const std::string text = absl::StrCat(what, ": ", message);
-    if (message.find("was cancelled") != std::string::npos) {
-      return absl::CancelledError(text);
-    }
-    return timed_out ? absl::DeadlineExceededError(text)
-                     : absl::UnavailableError(text);
+    absl::Status status = message.find("was cancelled") != std::string::npos
+                              ? absl::CancelledError(text)
+                              : (timed_out ? absl::DeadlineExceededError(text)
+                                           : absl::UnavailableError(text));
+    MarkCollectiveFailure(status);
+    return status;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    absl::Status status =
+        absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    MarkCollectiveFailure(status);
+    return status;
   }
 }
 

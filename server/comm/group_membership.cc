@@ -1,7 +1,9 @@
 #include "server/comm/group_membership.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/peer_probe.h"
@@ -17,11 +19,14 @@ std::string RoundPrefix(int64_t round) {
   return absl::StrCat("gloo/round", round);
 }
 
+// The last round rank `rank` connected, for the ranks that re-form.
+std::string RoundKey(int rank) { return absl::StrCat("rounds/", rank); }
+
 // Whether `status` came from a collective that failed (a peer gone, a
-// timeout, the connections closed), which breaks gloo's communicator.
+// timeout, the connections closed), which breaks gloo's communicator; an
+// error of the call's own checks does not.
 bool BreaksTheRound(const absl::Status& status) {
-  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
-         absl::IsInternal(status);
+  return IsCollectiveFailure(status);
 }
 
 }  // namespace
@@ -42,7 +47,6 @@ class RoundCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void SetTimeout(absl::Duration timeout) override {
-    timeout_ = timeout;
     if (round_ != nullptr) round_->SetTimeout(timeout);
   }
 
@@ -88,7 +92,6 @@ class RoundCommunicator : public Communicator {
   const int rank_;
   const int size_;
   std::unique_ptr<Communicator> round_;
-  absl::Duration timeout_ = absl::Minutes(5);
   bool succeeded_ = false;
 };
 
@@ -166,6 +169,14 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
     store->Delete(GlooRendezvousKey(options)).IgnoreError();
     return communicator.status();
   }
+  // Best effort: the ranks that re-form start after the highest round any
+  // rank reached, and the previous round's address is no longer read.
+  store->Set(RoundKey(options.rank), absl::StrCat(round)).IgnoreError();
+  if (round > 0) {
+    GlooOptions previous = options;
+    previous.prefix = RoundPrefix(round - 1);
+    store->Delete(GlooRendezvousKey(previous)).IgnoreError();
+  }
   global_->Reset(*std::move(communicator));
   group_ =
       std::make_unique<GlooCommunicatorGroup>(global_.get(), options, store);
@@ -205,10 +216,22 @@ void GroupMembership::MarkFailed(const absl::Status& failure) {
 absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
   int64_t next = 0;
   absl::Status previous;
+  RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
     next = round_ + 1;
     previous = error_;
+    store = store_.get();
+  }
+  // After the highest round any rank reached: ranks one round apart (a
+  // connect that completed on some and timed out on others) meet again.
+  for (int r = 0; r < world_size_; ++r) {
+    absl::StatusOr<std::string> reached =
+        store->Get(RoundKey(r), absl::Milliseconds(1));
+    int64_t round = 0;
+    if (reached.ok() && absl::SimpleAtoi(*reached, &round)) {
+      next = std::max(next, round + 1);
+    }
   }
   // The old round's connections go first: a peer still in one of its
   // collectives fails at once instead of at its timeout.
@@ -230,6 +253,7 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
   {
     absl::MutexLock lock(&mutex_);
     round_ = next;
+    joined_ = true;  // A rank whose joining failed has joined now.
   }
   SetState(State::kReady, absl::OkStatus());
   return absl::OkStatus();
@@ -237,9 +261,10 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
 
 absl::Status GroupMembership::Reform(absl::Duration timeout) {
   {
+    // Joining must be over; when it failed, re-forming is the way in.
     absl::MutexLock lock(&mutex_);
     absl::Status joined = AwaitJoinedLocked(timeout);
-    if (!joined.ok()) return joined;
+    if (!joined.ok() && state_ == State::kJoining) return joined;
   }
   absl::MutexLock serial(&collective_mutex_);
   return ReformLocked(timeout);

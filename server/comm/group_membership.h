@@ -49,7 +49,7 @@ struct GroupSettings {
   std::string secret;
   // The address this daemon's collective connections bind to.
   std::string hostname = "127.0.0.1";
-  // For joining, and for collectives of calls that give no timeout.
+  // For joining (--group_timeout).
   absl::Duration timeout = absl::Minutes(5);
   // This daemon's gRPC address as peers reach it, published in the store so
   // that a failed collective can name the rank that no longer answers.
@@ -101,9 +101,10 @@ class GroupMembership {
       ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
 
   // Collective (every rank calls it): connects a new round of the group,
-  // whatever the state of the current one; the old round's communicator
-  // is dropped. FAILED_PRECONDITION naming the ranks that did not come
-  // within `timeout` (the group then stays FAILED).
+  // after the highest round any rank reached, whatever the state of the
+  // current one (or of joining, when it failed); the old round's
+  // communicator is dropped. FAILED_PRECONDITION naming the ranks that did
+  // not come within `timeout` (the group then stays FAILED).
   absl::Status Reform(absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
 

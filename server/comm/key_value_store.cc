@@ -38,9 +38,9 @@ absl::Status KeyValueStore::PutLocked(const std::string& key,
   }
   Reservation reservation;
   if (budget_ != nullptr) {
-    absl::StatusOr<Reservation> reserved =
-        budget_->Reserve(key.size() + value.size() + kEntryOverheadBytes,
-                         absl::StrCat("the group store's key ", Quoted(key)));
+    absl::StatusOr<Reservation> reserved = budget_->ReserveTotal(
+        key.size() + value.size() + kEntryOverheadBytes,
+        absl::StrCat("the group store's key ", Quoted(key)));
     if (!reserved.ok()) return reserved.status();
     reservation = *std::move(reserved);
   }

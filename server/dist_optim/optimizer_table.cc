@@ -53,16 +53,11 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
   }
   absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
       FunctionalOptimizer::Create(*kind, hyperparameters, std::move(layouts),
-                                  parameters_->backend()->device());
+                                  parameters_->backend()->device(),
+                                  &parameters_->budget());
   if (!optimizer.ok()) return optimizer.status();
-  absl::StatusOr<Reservation> state = parameters_->budget().Reserve(
-      (*optimizer)->max_state_bytes(),
-      absl::StrCat("the state of a new ", kind_name, " optimizer"));
-  if (!state.ok()) return state.status();
   absl::MutexLock entry_lock(&entry->mutex);
   entry->optimizer = *std::move(optimizer);
-  entry->reserved_state_bytes = state->bytes();
-  entry->state_reservations.push_back(*std::move(state));
   {
     absl::MutexLock lock(&mutex_);
     entry->id = next_id_++;
@@ -157,26 +152,10 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::SetHyperparameters(
     const absl::flat_hash_map<std::string, HyperValue>& changes) {
   absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
   if (!entry.ok()) return entry.status();
-  Entry& e = **entry;
-  absl::MutexLock lock(&e.mutex);
-  const Hyperparameters before = e.optimizer->hyperparameters();
-  absl::Status status = e.optimizer->SetHyperparameters(changes);
+  absl::MutexLock lock(&(*entry)->mutex);
+  absl::Status status = (*entry)->optimizer->SetHyperparameters(changes);
   if (!status.ok()) return status;
-  // More state (momentum turned on, say) must fit the budget too.
-  const uint64_t needed = e.optimizer->max_state_bytes();
-  if (needed > e.reserved_state_bytes) {
-    absl::StatusOr<Reservation> grown = parameters_->budget().Reserve(
-        needed - e.reserved_state_bytes,
-        absl::StrCat("more state for optimizer ", e.id,
-                     " with the new hyperparameters"));
-    if (!grown.ok()) {
-      e.optimizer->SetHyperparameters(before.values()).IgnoreError();
-      return grown.status();
-    }
-    e.reserved_state_bytes = needed;
-    e.state_reservations.push_back(*std::move(grown));
-  }
-  return InfoLocked(e);
+  return InfoLocked(**entry);
 }
 
 absl::StatusOr<OptimizerStateDict> OptimizerTable::GetStateDict(

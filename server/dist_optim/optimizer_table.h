@@ -87,10 +87,6 @@ class OptimizerTable {
     std::vector<std::shared_ptr<Parameter>> parameters;
     absl::Mutex mutex;  // Serialises this optimizer's steps and changes.
     std::unique_ptr<FunctionalOptimizer> optimizer ABSL_GUARDED_BY(mutex);
-    // The optimizer's state, reserved in the daemon's budget at creation
-    // (and more when hyperparameters change to need more).
-    std::vector<Reservation> state_reservations ABSL_GUARDED_BY(mutex);
-    uint64_t reserved_state_bytes ABSL_GUARDED_BY(mutex) = 0;
     int64_t steps ABSL_GUARDED_BY(mutex) = 0;
     absl::flat_hash_set<uint64_t> applied ABSL_GUARDED_BY(mutex);
     std::deque<uint64_t> applied_order ABSL_GUARDED_BY(mutex);

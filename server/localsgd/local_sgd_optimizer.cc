@@ -89,7 +89,6 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
         "); post-local SGD usually switches both at the same step"));
   }
   std::vector<std::unique_ptr<FunctionalOptimizer>> local;
-  Reservation state;
   absl::Status made = [&]() -> absl::Status {
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<ParameterLayout> layouts;
@@ -97,7 +96,8 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
         layouts.push_back({p->dtype(), p->shape()});
       }
       absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-          FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts);
+          FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts,
+                                      Device::Cpu(), budget);
       if (!optimizer.ok()) {
         return absl::Status(optimizer.status().code(),
                             absl::StrCat("groups[", g, "].hyperparameters: ",
@@ -105,17 +105,13 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
       }
       local.push_back(*std::move(optimizer));
     }
-    absl::StatusOr<Reservation> reserved = ReserveState(
-        local, budget, "post-local SGD: this rank's optimizer state");
-    if (!reserved.ok()) return reserved.status();
-    state = *std::move(reserved);
     return absl::OkStatus();
   }();
   made = AgreeOnEveryRank(global, made, "the optimizer");
   if (!made.ok()) return made;
-  return std::unique_ptr<LocalSgdOptimizer>(new LocalSgdOptimizer(
-      kind_name, std::move(groups), std::move(local), *std::move(averager),
-      options, global.size(), std::move(state)));
+  return std::unique_ptr<LocalSgdOptimizer>(
+      new LocalSgdOptimizer(kind_name, std::move(groups), std::move(local),
+                            *std::move(averager), options, global.size()));
 }
 
 absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(

@@ -85,14 +85,13 @@ class LocalSgdOptimizer {
   LocalSgdOptimizer(std::string kind_name, std::vector<ParamGroup> groups,
                     std::vector<std::unique_ptr<FunctionalOptimizer>> local,
                     ModelAverager averager, const LocalSgdOptions& options,
-                    int world_size, Reservation state)
+                    int world_size)
       : kind_name_(std::move(kind_name)),
         groups_(std::move(groups)),
         local_(std::move(local)),
         averager_(std::move(averager)),
         options_(options),
-        world_size_(world_size),
-        state_(std::move(state)) {}
+        world_size_(world_size) {}
 
   absl::Status StepOnce(CommunicatorGroup& group,
                         const GroupGradientPointers& grads);
@@ -105,7 +104,6 @@ class LocalSgdOptimizer {
   ModelAverager averager_;
   const LocalSgdOptions options_;
   const int world_size_;
-  const Reservation state_;  // The local optimizers' state, in the budget.
   std::vector<float> gradient_storage_;
   std::vector<float> average_storage_;
   // Set when a step begins changing this rank's parameters.

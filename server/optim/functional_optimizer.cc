@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<FunctionalOptimizer>>
 FunctionalOptimizer::Create(
     const OptimizerKind* kind,
     const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
-    std::vector<ParameterLayout> parameters, Device device) {
+    std::vector<ParameterLayout> parameters, Device device,
+    MemoryBudget* budget) {
   absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device);
   if (!backend.ok()) return backend.status();
   absl::StatusOr<Hyperparameters> resolved =
@@ -63,6 +64,9 @@ FunctionalOptimizer::Create(
   }
   std::unique_ptr<FunctionalOptimizer> optimizer(new FunctionalOptimizer(
       kind, *std::move(resolved), std::move(parameters), *std::move(backend)));
+  optimizer->budget_ = budget;
+  status = optimizer->ReserveStateFor(optimizer->hyperparameters_);
+  if (!status.ok()) return status;
   if (kind->creates_state_eagerly()) {
     for (size_t i = 0; i < optimizer->layouts_.size(); ++i) {
       absl::StatusOr<bool> created = optimizer->EnsureBuffers(i);
@@ -88,6 +92,8 @@ absl::Status FunctionalOptimizer::SetHyperparameters(
       kind_->hyperparameters(), changes, &hyperparameters_);
   if (!resolved.ok()) return resolved.status();
   absl::Status status = kind_->Validate(*resolved);
+  if (!status.ok()) return status;
+  status = ReserveStateFor(*resolved);
   if (!status.ok()) return status;
   hyperparameters_ = *std::move(resolved);
   return absl::OkStatus();
@@ -124,13 +130,19 @@ absl::Status FunctionalOptimizer::CheckInputs(
   return absl::OkStatus();
 }
 
-uint64_t FunctionalOptimizer::max_state_bytes() const {
-  const uint64_t buffers = kind_->StateBuffers(hyperparameters_).size();
+uint64_t FunctionalOptimizer::MaxStateBytes(const Hyperparameters& h) const {
+  const uint64_t buffers = kind_->StateBuffers(h).size();
   uint64_t elements = 0;
   for (const ParameterLayout& layout : layouts_) {
     elements += static_cast<uint64_t>(NumElements(layout.shape));
   }
   return buffers * elements * sizeof(float);
+}
+
+absl::Status FunctionalOptimizer::ReserveStateFor(const Hyperparameters& h) {
+  if (budget_ == nullptr) return absl::OkStatus();
+  return budget_->Resize(state_reservation_, MaxStateBytes(h),
+                         "the optimizer's state");
 }
 
 absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
@@ -357,20 +369,12 @@ absl::Status FunctionalOptimizer::LoadStateDict(
           expected.size(), " for these hyperparameters"));
     }
   }
+  // The dict's hyperparameters may need more state than the current ones.
+  status = ReserveStateFor(*h);
+  if (!status.ok()) return status;
   hyperparameters_ = *std::move(h);
   states_ = std::move(states);
   return absl::OkStatus();
-}
-
-absl::StatusOr<Reservation> ReserveState(
-    absl::Span<const std::unique_ptr<FunctionalOptimizer>> optimizers,
-    MemoryBudget* budget, absl::string_view what) {
-  if (budget == nullptr) return Reservation();
-  uint64_t bytes = 0;
-  for (const auto& optimizer : optimizers) {
-    if (optimizer != nullptr) bytes += optimizer->max_state_bytes();
-  }
-  return budget->Reserve(bytes, what);
 }
 
 }  // namespace distopt

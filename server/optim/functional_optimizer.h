@@ -65,10 +65,16 @@ class FunctionalOptimizer {
   // INVALID_ARGUMENT for bad hyperparameters (naming them) or a parameter
   // that is not floating point.
   // FAILED_PRECONDITION when `device` is unavailable.
+  //
+  // The state the optimizer will hold (see max_state_bytes) is reserved in
+  // `budget` (null: none; it must outlive the optimizer), whole, at
+  // creation, and grown before hyperparameters or a loaded state dict need
+  // more: RESOURCE_EXHAUSTED then, and nothing changes.
   static absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> Create(
       const OptimizerKind* kind,
       const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
-      std::vector<ParameterLayout> parameters, Device device = Device::Cpu());
+      std::vector<ParameterLayout> parameters, Device device = Device::Cpu(),
+      MemoryBudget* budget = nullptr);
 
   // Updates params[i] with grads[i]; a null gradient skips that parameter.
   // INVALID_ARGUMENT naming "params[i]" or "grads[i]" when a tensor does not
@@ -90,10 +96,10 @@ class FunctionalOptimizer {
                              const OptimizerStateDict& state_dict);
 
   // The bytes of state this optimizer holds once every parameter has been
-  // stepped, with the current hyperparameters: what a daemon reserves in
-  // its memory budget when it makes the optimizer, so that running out
-  // shows at creation rather than in the middle of a step.
-  uint64_t max_state_bytes() const;
+  // stepped, with the current hyperparameters: what it reserves in its
+  // budget, so that running out shows at creation rather than in the middle
+  // of a step.
+  uint64_t max_state_bytes() const { return MaxStateBytes(hyperparameters_); }
 
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }
@@ -106,6 +112,9 @@ class FunctionalOptimizer {
                       std::vector<ParameterLayout> layouts,
                       std::shared_ptr<Backend> backend);
 
+  uint64_t MaxStateBytes(const Hyperparameters& h) const;
+  // Grows (or shrinks) the state's reservation for hyperparameters `h`.
+  absl::Status ReserveStateFor(const Hyperparameters& h);
   absl::Status CheckInputs(absl::Span<Tensor* const> params,
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.
@@ -122,14 +131,9 @@ class FunctionalOptimizer {
   const std::vector<ParameterLayout> layouts_;
   const std::shared_ptr<Backend> backend_;
   std::vector<ParameterState> states_;
+  MemoryBudget* budget_ = nullptr;
+  Reservation state_reservation_;
 };
-
-// Reserves in `budget` (nothing when null) the state `optimizers` will
-// hold (see max_state_bytes); RESOURCE_EXHAUSTED naming `what` when it does
-// not fit.
-absl::StatusOr<Reservation> ReserveState(
-    absl::Span<const std::unique_ptr<FunctionalOptimizer>> optimizers,
-    MemoryBudget* budget, absl::string_view what);
 
 }  // namespace distopt
 

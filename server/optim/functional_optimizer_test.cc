@@ -109,6 +109,43 @@ TEST(HyperparameterTest, RejectsWhatTorchRejects) {
               HasSubstr("expected one of lr, betas, eps"));
 }
 
+// State is reserved whole at creation, and grown before hyperparameters or
+// a loaded state dict that need more are taken; refused, nothing changes.
+TEST(FunctionalOptimizerTest, StateIsReservedInTheBudget) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  MemoryBudget budget(0, 1000);
+  const std::vector<ParameterLayout> layouts = {{DType::kFloat32, {100}}};
+  // SGD without momentum keeps nothing; with it, 400 bytes.
+  auto sgd = FunctionalOptimizer::Create(*registry->Find("sgd"), {{"lr", 0.1}},
+                                         layouts, Device::Cpu(), &budget);
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  EXPECT_EQ(budget.used_bytes(), 0u);
+  ASSERT_TRUE((*sgd)->SetHyperparameters({{"momentum", 0.9}}).ok());
+  EXPECT_EQ(budget.used_bytes(), 400u);
+  // Adam needs 800 more: refused, and the budget is as it was.
+  auto adam = FunctionalOptimizer::Create(*registry->Find("adam"), {}, layouts,
+                                          Device::Cpu(), &budget);
+  EXPECT_EQ(adam.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(adam.status().message(), HasSubstr("the optimizer's state"));
+  EXPECT_EQ(budget.used_bytes(), 400u);
+  // Momentum off gives the bytes back; a state dict with momentum on takes
+  // them again.
+  absl::StatusOr<OptimizerStateDict> with_momentum = (*sgd)->StateDict("sgd");
+  ASSERT_TRUE(with_momentum.ok());
+  ASSERT_TRUE((*sgd)->SetHyperparameters({{"momentum", 0.0}}).ok());
+  EXPECT_EQ(budget.used_bytes(), 0u);
+  MemoryBudget tight(0, 100);
+  auto small = FunctionalOptimizer::Create(
+      *registry->Find("sgd"), {{"lr", 0.1}}, layouts, Device::Cpu(), &tight);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ((*small)->SetHyperparameters({{"momentum", 0.9}}).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*small)->hyperparameters().number("momentum"), 0.0);
+  EXPECT_EQ((*small)->LoadStateDict("sgd", *with_momentum).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(tight.used_bytes(), 0u);
+}
+
 TEST(FunctionalOptimizerTest, RejectsIntegerParameters) {
   absl::Status status = FunctionalOptimizer::Create(*Registry().Find("sgd"), {},
                                                     {{DType::kInt64, {2}}})

@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/optim/builtin_kinds.h"
 #include "common/quoted.h"
+#include "server/optim/builtin_kinds.h"
 
 namespace distopt {
 
@@ -36,8 +36,8 @@ absl::StatusOr<const OptimizerKind*> OptimizerRegistry::Find(
   if (it != kinds_.end()) return it->second.get();
   std::vector<std::string> names;
   for (const auto& entry : kinds_) names.push_back(entry.first);
-  return absl::NotFoundError(absl::StrCat("kind: no optimizer kind ", Quoted(name),
-                                          "; expected one of ",
+  return absl::NotFoundError(absl::StrCat("kind: no optimizer kind ",
+                                          Quoted(name), "; expected one of ",
                                           absl::StrJoin(names, ", ")));
 }
 

@@ -38,7 +38,8 @@ grpc::Status ServeChunked(StreamLimits& streams, grpc::ServerContext* context,
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   Request request;
   // The tensors, plus room for the rest of the message.
-  absl::Status status = ReadChunked(stream, "request", &request,
+  WatchedStream<AutogradServiceImpl::ChunkStream> watched(stream, slot->get());
+  absl::Status status = ReadChunked(&watched, "request", &request,
                                     kMaxChunkedPayloadBytes + (16 << 20));
   if (!status.ok()) return ToGrpcStatus(status);
   Response response;

@@ -17,10 +17,8 @@ template <typename Writer>
 grpc::Status WriteReplyChunked(const google::protobuf::Message& reply,
                                Writer* writer, absl::string_view field,
                                StreamLimits::Slot* slot) {
-  slot->BeginWrite();
-  const bool written = WriteChunked(reply, writer);
-  slot->EndWrite();
-  if (!written) {
+  WatchedStream<Writer> watched(writer, slot);
+  if (!WriteChunked(reply, &watched)) {
     return grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
         absl::StrCat(field, ": the stream to the caller broke"));

@@ -152,9 +152,8 @@ grpc::Status GroupServiceImpl::Wait(grpc::ServerContext* context,
   if (!member.ok()) return ToGrpcStatus(member);
   absl::Status valid = ValidateWait(request->timeout_ms());
   if (!valid.ok()) return ToGrpcStatus(valid);
-  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
-      streams_->Acquire(context, "Wait");
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
+  // Members only, and at most KeyValueStore::kMaxWaiters at once: no slot,
+  // so that strangers filling the slots cannot stop the group's rendezvous.
 
   const std::vector<std::string> keys(request->keys().begin(),
                                       request->keys().end());

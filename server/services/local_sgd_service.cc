@@ -143,7 +143,9 @@ grpc::Status LocalSgdServiceImpl::LoadStateDict(
       streams_->Acquire(context, "LoadStateDict");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::PostLocalSgdStateDict request;
-  absl::Status read = ReadChunked(reader, "state_dict", &request);
+  WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
+                                                              slot->get());
+  absl::Status read = ReadChunked(&watched, "state_dict", &request);
   if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());

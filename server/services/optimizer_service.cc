@@ -89,9 +89,9 @@ grpc::Status OptimizerServiceImpl::StepStream(
       outcome.set_code(static_cast<int32_t>(status.code()));
       outcome.set_message(std::string(status.message()));
     }
-    (*slot)->BeginWrite();
+    (*slot)->BeginWait();
     const bool written = stream->Write(outcome);
-    (*slot)->EndWrite();
+    (*slot)->EndWait();
     if (!written) break;
   }
   // The client hung up or the daemon is closing: either way the stream
@@ -146,7 +146,9 @@ grpc::Status OptimizerServiceImpl::LoadStateDict(
       streams_->Acquire(context, "LoadStateDict");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::LoadStateDictRequest request;
-  absl::Status read = ReadChunked(reader, "request", &request);
+  WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
+                                                              slot->get());
+  absl::Status read = ReadChunked(&watched, "request", &request);
   if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());

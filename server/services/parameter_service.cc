@@ -175,9 +175,9 @@ grpc::Status ParameterServiceImpl::ReadParameter(
         if (info != nullptr) ParameterInfoToProto(*info, chunk.mutable_info());
         chunk.set_offset(offset);
         chunk.mutable_data()->swap(data);
-        (*slot)->BeginWrite();  // A reader that stalls is cut off.
+        (*slot)->BeginWait();  // A reader that stalls is cut off.
         const bool sent = writer->Write(chunk);
-        (*slot)->EndWrite();
+        (*slot)->EndWait();
         chunk.mutable_data()->swap(data);  // Reuse the buffer.
         return sent;
       }));
@@ -191,7 +191,9 @@ grpc::Status ParameterServiceImpl::WriteParameter(
       streams_->Acquire(context, "WriteParameter");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::WriteParameterRequest request;
-  if (!reader->Read(&request)) {
+  WatchedStream<grpc::ServerReader<v1::WriteParameterRequest>> watched(
+      reader, slot->get());
+  if (!watched.Read(&request)) {
     return ToGrpcStatus(absl::InvalidArgumentError(
         "parameter: the stream was empty; expected a first message naming "
         "the parameter"));
@@ -225,7 +227,7 @@ grpc::Status ParameterServiceImpl::WriteParameter(
       }
     }
     ++message;
-  } while (reader->Read(&request));
+  } while (watched.Read(&request));
   absl::StatusOr<ParameterInfo> info = (*write)->Commit();
   if (!info.ok()) return ToGrpcStatus(info.status());
   ParameterInfoToProto(*info, response);

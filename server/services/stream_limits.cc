@@ -43,20 +43,20 @@ StreamLimits::Slot::~Slot() { limits_->Release(*this); }
 
 void StreamLimits::Release(const Slot& slot) {
   absl::MutexLock lock(&mutex_);
-  writing_.erase(slot.context_);
+  waiting_.erase(slot.context_);
   --open_;
   auto it = per_connection_.find(slot.connection_);
   if (--it->second == 0) per_connection_.erase(it);
 }
 
-void StreamLimits::Slot::BeginWrite() {
+void StreamLimits::Slot::BeginWait() {
   absl::MutexLock lock(&limits_->mutex_);
-  limits_->writing_[context_] = absl::Now();
+  limits_->waiting_[context_] = absl::Now();
 }
 
-void StreamLimits::Slot::EndWrite() {
+void StreamLimits::Slot::EndWait() {
   absl::MutexLock lock(&limits_->mutex_);
-  limits_->writing_.erase(context_);
+  limits_->waiting_.erase(context_);
 }
 
 int StreamLimits::open() const {
@@ -70,8 +70,8 @@ void StreamLimits::Watch() {
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mutex_);
-    for (const auto& [context, since] : writing_) {
-      // Unblocks the write; the handler then ends the call.
+    for (const auto& [context, since] : waiting_) {
+      // Unblocks the read or write; the handler then ends the call.
       if (now - since > options_.stall_timeout) context->TryCancel();
     }
   }

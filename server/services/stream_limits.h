@@ -1,7 +1,8 @@
 // StreamLimits: bounds on the calls that hold a server thread (and buffers)
 // for as long as their client likes: the streams a client keeps open
 // (StepStream, ReadParameter, WriteParameter, the chunked autograd calls,
-// streamed state dicts) and the group store's Wait.
+// streamed state dicts) and the calls that wait for other ranks (Barrier,
+// Reform, the data-parallel creations and steps).
 //
 // A call takes a slot for its lifetime: at most `per_connection` at once
 // from one connection and `total` in all; past a bound the call is refused
@@ -10,10 +11,13 @@
 // than `total`, so short calls always find a thread: a well-behaved client
 // is served while another holds every slot.
 //
-// A client that stops reading a reply stream would hold its slot, thread
-// and reply buffer forever: a write that has not completed within
-// `stall_timeout` cancels the call (its client sees it cancelled).
-// Thread-safe.
+// A client that stops reading a reply stream, or never sends the rest of
+// its request, would hold its slot, thread and buffers forever: a write or
+// read that has not completed within `stall_timeout` cancels the call (its
+// client sees it cancelled). A StepStream's wait for its next request is
+// not watched: an open step stream is idle between steps by design. The
+// group's members (the store's Wait) take no slot: a stranger cannot
+// starve the group's rendezvous. Thread-safe.
 #ifndef DISTOPT_SERVER_SERVICES_STREAM_LIMITS_H_
 #define DISTOPT_SERVER_SERVICES_STREAM_LIMITS_H_
 
@@ -33,9 +37,9 @@
 namespace distopt {
 
 struct StreamLimitOptions {
-  int total = 256;          // --max_streams
-  int per_connection = 32;  // --max_streams_per_connection
-  absl::Duration stall_timeout = absl::Seconds(60);  // --stream_stall_timeout
+  int total = 128;          // --max_streams
+  int per_connection = 16;  // --max_streams_per_connection
+  absl::Duration stall_timeout = absl::Seconds(30);  // --stream_stall_timeout
 };
 
 class StreamLimits {
@@ -47,10 +51,10 @@ class StreamLimits {
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
 
-    // Around each reply write: a write that stays in between longer than
-    // the stall timeout cancels the call.
-    void BeginWrite();
-    void EndWrite();
+    // Around each wait on the client (a reply write, a request read): a
+    // wait longer than the stall timeout cancels the call.
+    void BeginWait();
+    void EndWait();
 
    private:
     friend class StreamLimits;
@@ -86,11 +90,37 @@ class StreamLimits {
   mutable absl::Mutex mutex_;
   int open_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::flat_hash_map<std::string, int> per_connection_ ABSL_GUARDED_BY(mutex_);
-  // The calls writing a reply now, since when.
-  absl::flat_hash_map<grpc::ServerContext*, absl::Time> writing_
+  // The calls waiting on their client now, since when.
+  absl::flat_hash_map<grpc::ServerContext*, absl::Time> waiting_
       ABSL_GUARDED_BY(mutex_);
   absl::Notification stopping_;
   std::thread watchdog_;
+};
+
+// A stream whose reads and writes are watched by a slot (see BeginWait).
+template <typename Stream>
+class WatchedStream {
+ public:
+  WatchedStream(Stream* stream, StreamLimits::Slot* slot)
+      : stream_(stream), slot_(slot) {}
+  template <typename Message>
+  bool Read(Message* message) {
+    slot_->BeginWait();
+    const bool read = stream_->Read(message);
+    slot_->EndWait();
+    return read;
+  }
+  template <typename Message>
+  bool Write(const Message& message) {
+    slot_->BeginWait();
+    const bool written = stream_->Write(message);
+    slot_->EndWait();
+    return written;
+  }
+
+ private:
+  Stream* const stream_;
+  StreamLimits::Slot* const slot_;
 };
 
 }  // namespace distopt

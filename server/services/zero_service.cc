@@ -151,7 +151,9 @@ grpc::Status ZeroServiceImpl::LoadStateDict(
   absl::StatusOr<NamedStateDict> named =
       [&]() -> absl::StatusOr<NamedStateDict> {
     v1::ZeroStateDict request;
-    absl::Status read = ReadChunked(reader, "state_dict", &request);
+    WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
+                                                                slot->get());
+    absl::Status read = ReadChunked(&watched, "state_dict", &request);
     if (!read.ok()) return read;
     absl::StatusOr<OptimizerStateDict> dict =
         StateDictFromProto(request.state_dict());

@@ -37,9 +37,11 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
   absl::Status same = CheckSameOnEveryRank(
       *communicator, DescribeZero(kind_name, groups, options));
   if (!same.ok()) return same;
-  absl::Status made = AgreeOnEveryRank(
-      *communicator, zero->Extend(std::move(groups)), "the optimizer");
+  absl::StatusOr<Extension> extension = zero->PrepareExtension(groups);
+  absl::Status made =
+      AgreeOnEveryRank(*communicator, extension.status(), "the optimizer");
   if (!made.ok()) return made;
+  zero->Extend(std::move(groups), *std::move(extension));
   return zero;
 }
 
@@ -52,8 +54,14 @@ absl::Status ZeroOptimizer::AddParamGroup(ParamGroup group) {
       *communicator_,
       DescribeZero(kind_name_, {group}, options_, groups_.size()));
   if (!same.ok()) return same;
-  return AgreeOnEveryRank(*communicator_, Extend({std::move(group)}),
-                          "the new group");
+  // Prepared everywhere, kept only once every rank could: a rank whose
+  // budget cannot hold its share refuses the group on every rank.
+  absl::StatusOr<Extension> extension = PrepareExtension({group});
+  absl::Status made =
+      AgreeOnEveryRank(*communicator_, extension.status(), "the new group");
+  if (!made.ok()) return made;
+  Extend({std::move(group)}, *std::move(extension));
+  return absl::OkStatus();
 }
 
 absl::Status ZeroOptimizer::SetHyperparameters(
@@ -68,7 +76,8 @@ absl::Status ZeroOptimizer::SetHyperparameters(
                                        changes);
 }
 
-absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
+absl::StatusOr<ZeroOptimizer::Extension> ZeroOptimizer::PrepareExtension(
+    const std::vector<ParamGroup>& added) const {
   std::vector<std::vector<int64_t>> counts;
   for (const auto* list : {&groups_, &added}) {
     for (const ParamGroup& group : *list) {
@@ -101,7 +110,8 @@ absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
     // Made even when this rank owns none of the group, so that every rank
     // checks the hyperparameters and can report them in a state dict.
     absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-        FunctionalOptimizer::Create(kind_, added[a].hyperparameters, layouts);
+        FunctionalOptimizer::Create(kind_, added[a].hyperparameters, layouts,
+                                    Device::Cpu(), budget_);
     if (!optimizer.ok()) {
       return absl::Status(optimizer.status().code(),
                           absl::StrCat("groups[", g, "].hyperparameters: ",
@@ -109,17 +119,15 @@ absl::Status ZeroOptimizer::Extend(std::vector<ParamGroup> added) {
     }
     made.push_back(*std::move(optimizer));
   }
-  absl::StatusOr<Reservation> state = ReserveState(
-      made, budget_,
-      absl::StrCat("zero: the optimizer state of rank ", rank, "'s partition"));
-  if (!state.ok()) return state.status();
-  state_reservations_.push_back(*std::move(state));
+  return Extension{*std::move(partition), std::move(made)};
+}
+
+void ZeroOptimizer::Extend(std::vector<ParamGroup> added, Extension extension) {
   for (size_t a = 0; a < added.size(); ++a) {
     groups_.push_back(std::move(added[a]));
-    local_.push_back(std::move(made[a]));
+    local_.push_back(std::move(extension.optimizers[a]));
   }
-  partition_ = *std::move(partition);
-  return absl::OkStatus();
+  partition_ = std::move(extension.partition);
 }
 
 absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads) {

@@ -112,9 +112,17 @@ class ZeroOptimizer {
         options_(options),
         budget_(budget) {}
 
-  // Partitions the groups with `added` after them and makes the local
-  // optimizers of the added groups; nothing changes on failure.
-  absl::Status Extend(std::vector<ParamGroup> added);
+  // Groups added to the optimizer: the partition with them and this
+  // rank's optimizers for them (their state reserved in the budget).
+  // Prepared on every rank first, kept only once every rank could prepare
+  // it.
+  struct Extension {
+    ZeroPartition partition;
+    std::vector<std::unique_ptr<FunctionalOptimizer>> optimizers;
+  };
+  absl::StatusOr<Extension> PrepareExtension(
+      const std::vector<ParamGroup>& added) const;
+  void Extend(std::vector<ParamGroup> added, Extension extension);
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active);
   absl::Status StepPartition(GradientBuckets& buckets, const Presence& present);
@@ -135,9 +143,8 @@ class ZeroOptimizer {
   const OptimizerKind* const kind_;
   const std::string kind_name_;
   const ZeroOptions options_;
-  // Where this rank's optimizer state is reserved, whole, as groups come.
+  // Where this rank's optimizers reserve their state.
   MemoryBudget* const budget_;
-  std::vector<Reservation> state_reservations_;
   // As created: the local optimizers hold the current hyperparameters.
   std::vector<ParamGroup> groups_;
   ZeroPartition partition_;

@@ -193,7 +193,8 @@ TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
     reserved[r] = budget.used_bytes();
   });
   EXPECT_EQ(results[1].code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(results[1].message(), ::testing::HasSubstr("optimizer state"));
+  EXPECT_THAT(results[1].message(),
+              ::testing::HasSubstr("the optimizer's state"));
   EXPECT_EQ(results[0].code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(results[0].message(), ::testing::HasSubstr("rank 1 refused"));
   EXPECT_EQ(reserved[0], 0u);  // Nothing kept on the rank that could.

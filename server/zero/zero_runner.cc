@@ -99,12 +99,13 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
 }
 
 absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
-  if (joined_) {
-    return absl::FailedPreconditionError(
-        "zero: this rank has joined (its data ran out) and takes part in "
-        "the other ranks' steps until all have joined; expected no Step "
-        "until Join returns");
-  }
+  const absl::Status joined = absl::FailedPreconditionError(
+      "zero: this rank has joined (its data ran out) and takes part in the "
+      "other ranks' steps until all have joined; expected no Step until Join "
+      "returns");
+  // Checked without the lock (a joined rank holds it in the other ranks'
+  // collectives) and again under it (between two of Join's rounds).
+  if (joined_) return joined;
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
@@ -113,8 +114,8 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
+  if (joined_) return joined;
   if (!optimizer_->damage().ok()) return optimizer_->damage();
-  consolidated_.reset();  // Stale once the state moves on.
   absl::Status status = RunCollectiveStep(
       **membership, spec_.timeout, **context, groups_,
       [&](CommunicatorGroup&, const GroupGradientPointers& gradients) {
@@ -122,9 +123,13 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) {
-    if (!optimizer_->damage().ok()) PublishLocked();  // GetZero says so.
+    if (!optimizer_->damage().ok()) {
+      consolidated_.reset();
+      PublishLocked();  // GetZero says so.
+    }
     return status;
   }
+  consolidated_.reset();  // Stale once the state moves on.
   ++steps_;
   PublishLocked();
   return absl::OkStatus();
