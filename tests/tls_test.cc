@@ -71,6 +71,21 @@ class TlsTest : public ::testing::Test {
     return options;
   }
 
+  // A worker that requires a client certificate from the test CA.
+  std::unique_ptr<LocalWorker> StartMutualTlsWorker() {
+    std::vector<std::string> flags = TlsFlags();
+    flags.push_back("--tls_client_ca_file=" + Path("ca.pem"));
+    return testing::StartWorkerOrDie(flags);
+  }
+
+  // Options presenting the certificate of `who` ("client", "other").
+  ClientOptions MutualTlsClientOptions(const std::string& who) {
+    ClientOptions options = TlsClientOptions();
+    options.tls_client_cert = ReadFile(Path(who + ".pem"));
+    options.tls_client_key = ReadFile(Path(who + ".key"));
+    return options;
+  }
+
   // Creates, writes and reads a parameter; returns the first failure.
   static absl::Status RoundTrip(Client& client, const std::string& address) {
     static int counter = 0;
@@ -142,15 +157,10 @@ TEST_F(TlsTest, BearerTokenIsRequiredWhenConfigured) {
 }
 
 TEST_F(TlsTest, MutualTlsRequiresAClientCertificate) {
-  std::vector<std::string> flags = TlsFlags();
-  flags.push_back("--tls_client_ca_file=" + Path("ca.pem"));
-  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  std::unique_ptr<LocalWorker> worker = StartMutualTlsWorker();
   ASSERT_NE(worker, nullptr);
   {
-    ClientOptions options = TlsClientOptions();
-    options.tls_client_cert = ReadFile(Path("client.pem"));
-    options.tls_client_key = ReadFile(Path("client.key"));
-    Client client(options);
+    Client client(MutualTlsClientOptions("client"));
     EXPECT_TRUE(RoundTrip(client, worker->address()).ok());
   }
   {
@@ -183,15 +193,10 @@ TEST_F(TlsTest, TwoBearerTokensAreRefused) {
 // it: another client can neither read, add to, step with nor release it,
 // nor see it listed.
 TEST_F(TlsTest, UnderMutualTlsAContextIsItsMakersAlone) {
-  std::vector<std::string> flags = TlsFlags();
-  flags.push_back("--tls_client_ca_file=" + Path("ca.pem"));
-  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  std::unique_ptr<LocalWorker> worker = StartMutualTlsWorker();
   ASSERT_NE(worker, nullptr);
   auto client_as = [&](const std::string& who) {
-    ClientOptions options = TlsClientOptions();
-    options.tls_client_cert = ReadFile(Path(who + ".pem"));
-    options.tls_client_key = ReadFile(Path(who + ".key"));
-    return std::make_unique<Client>(options);
+    return std::make_unique<Client>(MutualTlsClientOptions(who));
   };
   std::unique_ptr<Client> owner = client_as("client");
   std::unique_ptr<Client> other = client_as("other");
