@@ -18,7 +18,8 @@ enum class ReduceOp { kSum, kAverage };
 // A collective that failed on the wire (a timeout, a lost peer) leaves its
 // communicator unusable; its status says so by this payload, which a
 // status built by local checks does not carry.
-inline constexpr char kCollectiveFailurePayload[] = "distopt-collective-failure";
+inline constexpr char kCollectiveFailurePayload[] =
+    "distopt-collective-failure";
 inline void MarkCollectiveFailure(absl::Status& status) {
   status.SetPayload(kCollectiveFailurePayload, absl::Cord("1"));
 }
@@ -49,6 +50,17 @@ class Communicator {
   // keeps block r of the result in `output`.
   virtual absl::Status ReduceScatter(absl::Span<const float> input,
                                      absl::Span<float> output, ReduceOp op) = 0;
+  // In place, over blocks of counts[r] elements in rank order (the counts,
+  // the same on every rank, add up to values.size()): block rank() ends
+  // with the reduction of that block over all ranks; the other blocks are
+  // scratch afterwards. Each rank sends and receives (W-1)/W of the bytes.
+  virtual absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                           absl::Span<const size_t> counts,
+                                           ReduceOp op) = 0;
+  // In place, over blocks of counts[r] bytes in rank order: block r of
+  // every rank ends with what rank r held in it. (W-1)/W of the bytes each.
+  virtual absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                                       absl::Span<const size_t> counts) = 0;
   virtual absl::Status Barrier() = 0;
 
   // The same on raw bytes, for tensors of any dtype and serialised

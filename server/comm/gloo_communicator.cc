@@ -17,9 +17,14 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
 
 namespace distopt {
 namespace {
+
+// Slots of the ring collectives (gloo's own prefixes are 0x01 to 0x08).
+constexpr uint8_t kRingSlotPrefix = 0x41;
 
 // gloo's store interface over ours. gloo expects get() to block until the
 // key exists and failures to be thrown.
@@ -191,9 +196,6 @@ class GlooCommunicator : public Communicator {
     });
   }
 
-  // As an all-reduce of a copy, keeping this rank's block: twice the
-  // traffic of a dedicated reduce-scatter, which gloo offers only for its
-  // old-style algorithms.
   absl::Status ReduceScatter(absl::Span<const float> input,
                              absl::Span<float> output, ReduceOp op) override {
     if (input.size() != output.size() * size()) {
@@ -201,12 +203,95 @@ class GlooCommunicator : public Communicator {
           absl::StrCat("input: ", input.size(), " elements; expected ",
                        output.size() * size(), " (size x output)"));
     }
-    std::vector<float> reduced(input.begin(), input.end());
-    absl::Status status = AllReduce(absl::MakeSpan(reduced), op);
+    std::vector<float> blocks(input.begin(), input.end());
+    std::vector<size_t> counts(size(), output.size());
+    absl::Status status =
+        ReduceScatterBlocks(absl::MakeSpan(blocks), counts, op);
     if (!status.ok()) return status;
-    std::copy_n(reduced.begin() + rank() * output.size(), output.size(),
+    std::copy_n(blocks.begin() + rank() * output.size(), output.size(),
                 output.begin());
     return absl::OkStatus();
+  }
+
+  // A ring: at step s, this rank sends block (rank - s - 1) to the next
+  // rank and adds block (rank - s - 2) from the previous one into its own
+  // copy; after W - 1 steps its own block holds every rank's sum. Scratch:
+  // one block.
+  absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                   absl::Span<const size_t> counts,
+                                   ReduceOp op) override {
+    absl::StatusOr<std::vector<size_t>> offsets =
+        BlockOffsets(counts, values.size(), "values");
+    if (!offsets.ok()) return offsets.status();
+    const int w = size();
+    const int r = rank();
+    if (w > 1) {
+      const size_t largest = *std::max_element(counts.begin(), counts.end());
+      std::vector<float> incoming(std::max<size_t>(largest, 1));
+      absl::Status status = Guard("reduce-scatter", [&] {
+        auto outgoing = context_->createUnboundBuffer(
+            values.data(), values.size() * sizeof(float));
+        auto received = context_->createUnboundBuffer(
+            incoming.data(), incoming.size() * sizeof(float));
+        const uint32_t tag = next_tag_++;
+        for (int s = 0; s < w - 1; ++s) {
+          const int send = Mod(r - s - 1, w);
+          const int receive = Mod(r - s - 2, w);
+          const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag) + s;
+          if (counts[send] > 0) {
+            outgoing->send(Mod(r + 1, w), slot,
+                           (*offsets)[send] * sizeof(float),
+                           counts[send] * sizeof(float));
+          }
+          if (counts[receive] > 0) {
+            received->recv(Mod(r - 1, w), slot, 0,
+                           counts[receive] * sizeof(float));
+            received->waitRecv(timeout_);
+            float* into = values.data() + (*offsets)[receive];
+            for (size_t e = 0; e < counts[receive]; ++e) into[e] += incoming[e];
+          }
+          if (counts[send] > 0) outgoing->waitSend(timeout_);
+        }
+      });
+      if (!status.ok()) return status;
+    }
+    if (op == ReduceOp::kAverage) {
+      const float scale = 1.0f / static_cast<float>(w);
+      float* mine = values.data() + (*offsets)[r];
+      for (size_t e = 0; e < counts[r]; ++e) mine[e] *= scale;
+    }
+    return absl::OkStatus();
+  }
+
+  // A ring: at step s, this rank sends block (rank - s) to the next rank
+  // and receives block (rank - s - 1), in place, from the previous one.
+  absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                               absl::Span<const size_t> counts) override {
+    absl::StatusOr<std::vector<size_t>> offsets =
+        BlockOffsets(counts, bytes.size(), "bytes");
+    if (!offsets.ok()) return offsets.status();
+    const int w = size();
+    const int r = rank();
+    if (w == 1) return absl::OkStatus();
+    return Guard("all-gather", [&] {
+      auto outgoing = context_->createUnboundBuffer(bytes.data(), bytes.size());
+      auto received = context_->createUnboundBuffer(bytes.data(), bytes.size());
+      const uint32_t tag = next_tag_++;
+      for (int s = 0; s < w - 1; ++s) {
+        const int send = Mod(r - s, w);
+        const int receive = Mod(r - s - 1, w);
+        const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag) + s;
+        if (counts[send] > 0) {
+          outgoing->send(Mod(r + 1, w), slot, (*offsets)[send], counts[send]);
+        }
+        if (counts[receive] > 0) {
+          received->recv(Mod(r - 1, w), slot, (*offsets)[receive],
+                         counts[receive]);
+          received->waitRecv(timeout_);
+        }
+        if (counts[send] > 0) outgoing->waitSend(timeout_);
+      }
+    });
   }
 
   absl::Status Barrier() override {
@@ -219,6 +304,37 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  static int Mod(int value, int modulus) {
+    return ((value % modulus) + modulus) % modulus;
+  }
+
+  // Where each block starts: INVALID_ARGUMENT unless there is a count per
+  // rank and they add up to `total`.
+  absl::StatusOr<std::vector<size_t>> BlockOffsets(
+      absl::Span<const size_t> counts, size_t total,
+      absl::string_view field) const {
+    if (counts.size() != static_cast<size_t>(size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("counts: ", counts.size(),
+                       " blocks; expected one per rank (", size(), ")"));
+    }
+    if (size() > 255) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group: ", size(), " ranks; the ring collectives take at most 255"));
+    }
+    std::vector<size_t> offsets;
+    size_t sum = 0;
+    for (size_t count : counts) {
+      offsets.push_back(sum);
+      sum += count;
+    }
+    if (sum != total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", total, " elements; the counts add up to ", sum));
+    }
+    return offsets;
+  }
+
   absl::Status CheckRoot(int root) const {
     if (root < 0 || root >= size()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -2,6 +2,7 @@
 // one key-value store; and a rank whose peer never comes.
 #include "server/comm/gloo_communicator.h"
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,72 @@ TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
                                        3 * blocks[2 * c.rank() + 1]));
     EXPECT_TRUE(c.Barrier().ok());
     EXPECT_EQ(c.Broadcast(absl::MakeSpan(broadcast), 5).code(),
+              absl::StatusCode::kInvalidArgument);
+  });
+}
+
+// The ring reduce-scatter over blocks of any size (empty ones too): each
+// rank's own block ends with the exact sum over ranks, for 2 to 5 ranks.
+TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
+  for (int world = 2; world <= 5; ++world) {
+    std::vector<size_t> counts;
+    for (int r = 0; r < world; ++r)
+      counts.push_back(r == 1 ? 0 : 1000 + 37 * r);
+    size_t total = 0;
+    for (size_t count : counts) total += count;
+    OnGlooRanks(world, [&](Communicator& c) {
+      std::vector<float> values(total);
+      for (size_t e = 0; e < total; ++e) {
+        values[e] = static_cast<float>((e * 7 + c.rank() * 13) % 64) / 8.0f;
+      }
+      ASSERT_TRUE(
+          c.ReduceScatterBlocks(absl::MakeSpan(values), counts, ReduceOp::kSum)
+              .ok());
+      size_t begin = 0;
+      for (int r = 0; r < c.rank(); ++r) begin += counts[r];
+      for (size_t e = begin; e < begin + counts[c.rank()]; ++e) {
+        float sum = 0;
+        for (int r = 0; r < c.size(); ++r) {
+          sum += static_cast<float>((e * 7 + r * 13) % 64) / 8.0f;
+        }
+        ASSERT_EQ(values[e], sum) << "world " << world << " element " << e;
+      }
+    });
+  }
+}
+
+// A ring step whose peer does not take part is bounded by the timeout the
+// communicator was given for it.
+TEST(GlooCommunicatorTest, ARingCollectiveKeepsToItsTimeout) {
+  OnGlooRanks(2, [](Communicator& c) {
+    c.SetTimeout(absl::Milliseconds(300));
+    if (c.rank() == 1) {  // Alive, but never takes part.
+      absl::SleepFor(absl::Seconds(1));
+      return;
+    }
+    std::vector<float> values(10, 1.0f);
+    const absl::Time start = absl::Now();
+    absl::Status status =
+        c.ReduceScatterBlocks(absl::MakeSpan(values), {5, 5}, ReduceOp::kSum);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_TRUE(IsCollectiveFailure(status));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  });
+}
+
+TEST(GlooCommunicatorTest, AllGatherBlocksGivesEveryRankEveryBlock) {
+  const std::vector<size_t> counts = {5, 0, 3, 11};
+  OnGlooRanks(4, [&](Communicator& c) {
+    std::string bytes(19, '?');
+    size_t begin = 0;
+    for (int r = 0; r < c.rank(); ++r) begin += counts[r];
+    for (size_t e = 0; e < counts[c.rank()]; ++e) {
+      bytes[begin + e] = static_cast<char>('a' + c.rank());
+    }
+    ASSERT_TRUE(c.AllGatherBlocks(absl::MakeSpan(bytes), counts).ok());
+    EXPECT_EQ(bytes, "aaaaacccddddddddddd");
+    // The counts must fit the buffer, one per rank.
+    EXPECT_EQ(c.AllGatherBlocks(absl::MakeSpan(bytes), {19}).code(),
               absl::StatusCode::kInvalidArgument);
   });
 }

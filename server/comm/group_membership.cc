@@ -65,6 +65,18 @@ class RoundCommunicator : public Communicator {
     return Note(
         [&](Communicator& c) { return c.ReduceScatter(input, output, op); });
   }
+  absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                   absl::Span<const size_t> counts,
+                                   ReduceOp op) override {
+    return Note([&](Communicator& c) {
+      return c.ReduceScatterBlocks(values, counts, op);
+    });
+  }
+  absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                               absl::Span<const size_t> counts) override {
+    return Note(
+        [&](Communicator& c) { return c.AllGatherBlocks(bytes, counts); });
+  }
   absl::Status Barrier() override {
     return Note([&](Communicator& c) { return c.Barrier(); });
   }

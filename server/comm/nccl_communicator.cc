@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -93,6 +95,32 @@ class NcclCommunicator : public Communicator {
     });
   }
 
+  // In place on device memory, with NCCL's own reduce-scatter and
+  // all-gather: blocks of one size only (NCCL has no "v" variants).
+  absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                   absl::Span<const size_t> counts,
+                                   ReduceOp op) override {
+    absl::Status even = CheckEvenBlocks(counts, values.size());
+    if (!even.ok()) return even;
+    const size_t block = counts[0];
+    return Run("reduce-scatter", [&] {
+      return ncclReduceScatter(
+          values.data(), values.data() + rank_ * block, block, ncclFloat32,
+          op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
+    });
+  }
+
+  absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                               absl::Span<const size_t> counts) override {
+    absl::Status even = CheckEvenBlocks(counts, bytes.size());
+    if (!even.ok()) return even;
+    const size_t block = counts[0];
+    return Run("all-gather", [&] {
+      return ncclAllGather(bytes.data() + rank_ * block, bytes.data(), block,
+                           ncclChar, comm_, stream_);
+    });
+  }
+
   // NCCL has no barrier: an all-reduce of one element on the device.
   absl::Status Barrier() override {
     if (barrier_ == nullptr) {
@@ -148,6 +176,19 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  absl::Status CheckEvenBlocks(absl::Span<const size_t> counts,
+                               size_t total) const {
+    if (counts.size() != static_cast<size_t>(size_) ||
+        std::adjacent_find(counts.begin(), counts.end(),
+                           std::not_equal_to<size_t>()) != counts.end() ||
+        counts[0] * size_ != total) {
+      return absl::UnimplementedError(
+          "counts: NCCL takes blocks of one size, one per rank, adding up to "
+          "the buffer");
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status CheckRoot(int root) const {
     if (root < 0 || root >= size_) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -235,6 +235,15 @@ class WatchingCommunicator : public Communicator {
                              absl::Span<float> output, ReduceOp op) override {
     return inner_.ReduceScatter(input, output, op);
   }
+  absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                   absl::Span<const size_t> counts,
+                                   ReduceOp op) override {
+    return inner_.ReduceScatterBlocks(values, counts, op);
+  }
+  absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                               absl::Span<const size_t> counts) override {
+    return inner_.AllGatherBlocks(bytes, counts);
+  }
   absl::Status Barrier() override { return inner_.Barrier(); }
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
     return inner_.BroadcastBytes(bytes, root);
