@@ -1,13 +1,16 @@
-// The gradients of one data-parallel step in one flat float32 buffer, laid
-// out bucket by bucket: the caller says which bucket each parameter goes
-// to (ZeRO: its owner rank, so a rank can step its partition as soon as its
-// own bucket is reduced; post-local SGD: one bucket), and the buffer can be
-// averaged whole or bucket by bucket. Only parameters with a gradient on
-// some rank have a slot. fp16 and bf16 gradients are widened, so the
-// average is taken in fp32.
+// The gradients of one data-parallel step, reduced bucket by bucket so that
+// no scratch buffer grows with the model: a plan cuts the parameters that
+// have a gradient on some rank into buckets of at most `bucket_elements`
+// float32 values (a parameter larger than that gets a bucket of its own),
+// every rank planning the same buckets. Within a bucket the parameters are
+// grouped by owner rank (block r holds owner r's), so that a reduce-scatter
+// of the bucket gives each rank its own parameters' sums; each bucket takes
+// about as much from every owner, so that the ring stays balanced. fp16 and
+// bf16 gradients are widened, so the average is taken in fp32.
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -21,36 +24,43 @@ namespace distopt {
 // present[g][i]: parameter i of group g has a gradient on some rank.
 using Presence = std::vector<std::vector<bool>>;
 
-class GradientBuckets {
- public:
-  // bucket_of[g][i] in [0, buckets): the bucket of parameter i of group g.
-  // `groups` and `storage` must outlive the buckets. The values live in
-  // `storage`, kept by the caller from step to step: a fresh buffer of the
-  // model's size would cost its page faults on every step.
-  GradientBuckets(const std::vector<ParamGroup>& groups,
-                  const std::vector<std::vector<int>>& bucket_of, int buckets,
-                  const Presence& present, std::vector<float>* storage);
-
-  // Copies this rank's gradients in (a null one, for a parameter present
-  // elsewhere, counts as zeros). Every slot is written.
-  absl::Status Fill(const GroupGradientPointers& grads);
-
-  absl::Span<float> all() { return values_; }
-  absl::Span<float> bucket(int index);
-
-  // The gradient of parameter i of group g in the parameter's dtype: a view
-  // for float32, a copy rounded to nearest even for fp16 and bf16.
-  // Only for present parameters.
-  absl::StatusOr<Tensor> Gradient(int g, int i);
-
- private:
-  const std::vector<ParamGroup>& groups_;
-  // [g][i]: where the gradient starts in values_; -1 when absent.
-  std::vector<std::vector<int64_t>> offset_;
-  // bucket b is [begin_[b], begin_[b + 1]).
-  std::vector<int64_t> begin_;
-  absl::Span<float> values_;
+struct BucketEntry {
+  int group = 0;
+  int index = 0;
+  int owner = 0;
+  int64_t offset = 0;  // Where its gradient starts in the bucket.
+  int64_t count = 0;   // Elements.
 };
+
+struct GradientBucket {
+  std::vector<BucketEntry> entries;  // By owner, then in plan order.
+  std::vector<size_t> blocks;        // Elements per owner rank.
+  int64_t size = 0;                  // Elements in all.
+};
+
+// owner[g][i] in [0, owners): the rank that owns parameter i of group g
+// (every parameter has owner 0 when the whole model is reduced as one).
+std::vector<GradientBucket> PlanGradientBuckets(
+    const std::vector<ParamGroup>& groups,
+    const std::vector<std::vector<int>>& owner, int owners,
+    const Presence& present, int64_t bucket_elements);
+
+// The largest bucket of a plan, in elements: the scratch a step needs.
+int64_t LargestBucket(const std::vector<GradientBucket>& plan);
+
+// Copies this rank's gradients of the bucket's parameters into `values`
+// (bucket.size elements); a null one, for a parameter present elsewhere,
+// counts as zeros.
+absl::Status FillBucket(const GradientBucket& bucket,
+                        const std::vector<ParamGroup>& groups,
+                        const GroupGradientPointers& grads,
+                        absl::Span<float> values);
+
+// The gradient of `entry` from the bucket's `values`, in its parameter's
+// dtype: a view for float32, a copy rounded to nearest even for fp16/bf16.
+absl::StatusOr<Tensor> BucketGradient(const BucketEntry& entry,
+                                      const std::vector<ParamGroup>& groups,
+                                      absl::Span<float> values);
 
 }  // namespace distopt
 

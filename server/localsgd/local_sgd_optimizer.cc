@@ -11,6 +11,10 @@
 namespace distopt {
 namespace {
 
+// Gradients and averaged parameters travel in buckets of DDP's 25 MiB: the
+// scratch they need is bounded by it, not by the model.
+constexpr int64_t kBucketElements = (int64_t{25} << 20) / sizeof(float);
+
 std::string DescribeAverager(const AveragerSpec& spec) {
   std::vector<std::string> periods;
   for (const auto& [period, size] : spec.periods) {
@@ -175,38 +179,47 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
       present[g].push_back(any);
     }
   }
-  // 2. Gradients: averaged over the reducing group, or this rank's own.
+  // 2 and 3. Gradients averaged over the reducing group bucket by bucket,
+  // each bucket's parameters stepped as soon as it is (or this rank's own
+  // gradients, when nothing reduces them). From the first step on, a
+  // failure leaves this rank's model half-way.
   absl::StatusOr<Communicator*> reducer = GradientReducer(group);
   if (!reducer.ok()) return reducer.status();
-  std::vector<std::vector<std::optional<Tensor>>> averaged(groups_.size());
-  GroupGradientPointers used = grads;
-  if (*reducer != nullptr) {
-    GradientBuckets buckets(groups_, OneBucket(groups_), 1, present,
-                            &gradient_storage_);
-    status = buckets.Fill(grads);
-    if (!status.ok()) return status;
-    if (!buckets.all().empty()) {
-      status = (*reducer)->AllReduce(buckets.all(), ReduceOp::kAverage);
+  if (*reducer == nullptr) {
+    changing_ = true;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      status = local_[g]->Step(groups_[g].params, grads[g]);
       if (!status.ok()) return status;
     }
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      averaged[g].resize(groups_[g].params.size());
-      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-        used[g][i] = nullptr;
-        if (!present[g][i]) continue;
-        absl::StatusOr<Tensor> gradient = buckets.Gradient(g, i);
-        if (!gradient.ok()) return gradient.status();
-        averaged[g][i] = *std::move(gradient);
-        used[g][i] = &*averaged[g][i];
-      }
-    }
   }
-  // 3. The local step over the whole model: from here on a failure leaves
-  // this rank's model half-way.
-  changing_ = true;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    status = local_[g]->Step(groups_[g].params, used[g]);
+  const std::vector<GradientBucket> plan =
+      *reducer == nullptr ? std::vector<GradientBucket>()
+                          : PlanGradientBuckets(groups_, OneBucket(groups_), 1,
+                                                present, kBucketElements);
+  gradient_storage_.resize(LargestBucket(plan));
+  for (const GradientBucket& bucket : plan) {
+    absl::Span<float> values(gradient_storage_.data(), bucket.size);
+    status = FillBucket(bucket, groups_, grads, values);
+    if (status.ok()) status = (*reducer)->AllReduce(values, ReduceOp::kAverage);
     if (!status.ok()) return status;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      GroupGradientPointers::value_type used(groups_[g].params.size(), nullptr);
+      std::vector<std::optional<Tensor>> averaged(groups_[g].params.size());
+      bool any = false;
+      for (const BucketEntry& entry : bucket.entries) {
+        if (entry.group != static_cast<int>(g)) continue;
+        absl::StatusOr<Tensor> gradient =
+            BucketGradient(entry, groups_, values);
+        if (!gradient.ok()) return gradient.status();
+        averaged[entry.index] = *std::move(gradient);
+        used[entry.index] = &*averaged[entry.index];
+        any = true;
+      }
+      if (!any) continue;
+      changing_ = true;
+      status = local_[g]->Step(groups_[g].params, used);
+      if (!status.ok()) return status;
+    }
   }
   // 4. Model averaging, when the averager says so.
   const std::optional<int> group_size = averager_.GroupSizeAt(averager_.step());
@@ -219,7 +232,8 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
         if (present[g][i]) params.push_back(groups_[g].params[i]);
       }
     }
-    status = AverageParameters(**averaging, params, &average_storage_);
+    status = AverageParameters(**averaging, params, kBucketElements,
+                               &average_storage_);
     if (!status.ok()) return status;
   }
   averager_.Advance();

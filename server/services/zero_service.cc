@@ -12,6 +12,11 @@
 namespace distopt {
 namespace {
 
+// Buckets smaller than a page cost a collective each for little; larger
+// than 2 GiB do not fit gloo's byte counts.
+constexpr int64_t kMinBucketBytes = 4096;
+constexpr int64_t kMaxBucketBytes = int64_t{2} << 30;
+
 grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
                    v1::ZeroInfo* response) {
   if (!status.ok()) return ToGrpcStatus(status.status());
@@ -29,6 +34,9 @@ grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
   response->set_parameters_as_bucket_view(
       status->options.parameters_as_bucket_view);
   response->set_overlap(status->options.overlap);
+  response->set_gradient_sharded(status->options.gradient_sharded);
+  response->set_bucket_bytes(status->options.bucket_bytes);
+  response->set_scratch_bytes(status->scratch_bytes);
   response->set_rank(status->rank);
   response->set_world_size(status->world_size);
   response->set_groups(status->groups);
@@ -57,6 +65,17 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
   spec.kind = request->kind();
   spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
   spec.options.overlap = request->overlap();
+  spec.options.gradient_sharded = request->gradient_sharded();
+  if (request->bucket_bytes() != 0) {
+    if (request->bucket_bytes() < kMinBucketBytes ||
+        request->bucket_bytes() > kMaxBucketBytes) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("bucket_bytes: ", request->bucket_bytes(), "; expected ",
+                       kMinBucketBytes, " to ", kMaxBucketBytes, ", or 0 for ",
+                       ZeroOptions().bucket_bytes)));
+    }
+    spec.options.bucket_bytes = request->bucket_bytes();
+  }
   absl::StatusOr<absl::Duration> timeout =
       CollectiveTimeout(request->timeout_ms(), "timeout_ms");
   if (!timeout.ok()) return ToGrpcStatus(timeout.status());

@@ -43,7 +43,8 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const std::vector<ParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
-                                bool as_buckets, std::vector<char>* scratch) {
+                                bool as_buckets, int64_t bucket_bytes,
+                                std::vector<char>* scratch) {
   // In the owner's partition order, which every rank knows.
   std::vector<Tensor*> stepped;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -61,11 +62,30 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
   }
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     std::vector<Tensor*> members;
+    size_t size = 0;
+    auto flush = [&]() {
+      absl::Status status =
+          BroadcastBucket(communicator, members, owner, scratch);
+      members.clear();
+      size = 0;
+      return status;
+    };
     for (Tensor* p : stepped) {
-      if (p->dtype() == dtype) members.push_back(p);
+      if (p->dtype() != dtype || p->byte_size() == 0) continue;
+      if (static_cast<int64_t>(p->byte_size()) > bucket_bytes) {
+        // Too big for a bucket: straight from its memory, no copy.
+        absl::Status status = communicator.BroadcastBytes(BytesOf(*p), owner);
+        if (!status.ok()) return status;
+        continue;
+      }
+      if (static_cast<int64_t>(size + p->byte_size()) > bucket_bytes) {
+        absl::Status status = flush();
+        if (!status.ok()) return status;
+      }
+      members.push_back(p);
+      size += p->byte_size();
     }
-    absl::Status status =
-        BroadcastBucket(communicator, members, owner, scratch);
+    absl::Status status = flush();
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

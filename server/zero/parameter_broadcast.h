@@ -1,9 +1,10 @@
 // The last phase of a ZeRO step: the parameters an owner rank has just
 // stepped reach every rank. Either one broadcast per parameter, or, with
-// parameters_as_bucket_view, one flat bucket per (owner, dtype): the owner
-// packs its stepped parameters of that dtype into one buffer, broadcasts
-// it, and the others unpack it. Only parameters that had a gradient on some
-// rank are sent; the others did not change anywhere.
+// parameters_as_bucket_view, flat buckets per (owner, dtype) of at most
+// the bucket size: the owner packs its stepped parameters of that dtype
+// into one buffer, broadcasts it, and the others unpack it. Only parameters
+// that had a gradient on some rank are sent; the others did not change
+// anywhere.
 #ifndef DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_
 #define DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_
 
@@ -18,12 +19,15 @@
 namespace distopt {
 
 // Collective. Sends `owner`'s stepped parameters to all ranks. Buckets are
-// packed in `scratch`, which the caller keeps from step to step.
+// packed in `scratch`, which the caller keeps from step to step, at most
+// `bucket_bytes` at a time (a larger parameter goes alone, from its own
+// memory).
 absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const std::vector<ParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
-                                bool as_buckets, std::vector<char>* scratch);
+                                bool as_buckets, int64_t bucket_bytes,
+                                std::vector<char>* scratch);
 
 }  // namespace distopt
 

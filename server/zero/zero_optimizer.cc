@@ -1,5 +1,7 @@
 #include "server/zero/zero_optimizer.h"
 
+#include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -17,9 +19,12 @@ SpecificationParts DescribeZero(const std::string& kind_name,
                                 int first_group = 0) {
   SpecificationParts parts =
       DescribeSpecification(kind_name, groups, first_group);
-  parts.emplace_back("options", absl::StrCat("parameters_as_bucket_view=",
-                                             options.parameters_as_bucket_view,
-                                             " overlap=", options.overlap));
+  parts.emplace_back(
+      "options", absl::StrCat("parameters_as_bucket_view=",
+                              options.parameters_as_bucket_view,
+                              " overlap=", options.overlap,
+                              " gradient_sharded=", options.gradient_sharded,
+                              " bucket_bytes=", options.bucket_bytes));
   return parts;
 }
 
@@ -128,6 +133,13 @@ void ZeroOptimizer::Extend(std::vector<ParamGroup> added, Extension extension) {
     local_.push_back(std::move(extension.optimizers[a]));
   }
   partition_ = std::move(extension.partition);
+  const int rank = communicator_->rank();
+  local_position_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    local_position_[g].assign(groups_[g].params.size(), -1);
+    const std::vector<int>& mine = partition_.parameters[rank][g];
+    for (size_t j = 0; j < mine.size(); ++j) local_position_[g][mine[j]] = j;
+  }
 }
 
 absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads) {
@@ -150,7 +162,8 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
                                           bool active) {
   // First, one small all-reduce: how many ranks are still active (a joined
   // rank only shadows the others), and which parameters have a gradient
-  // somewhere. Every rank then issues the same collectives.
+  // somewhere. Every rank then plans the same buckets and issues the same
+  // collectives.
   std::vector<float> header = {active ? 1.0f : 0.0f};
   for (const auto& group : grads) {
     for (const Tensor* grad : group) header.push_back(grad != nullptr);
@@ -166,13 +179,18 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
       present[g].push_back(header[k++] > 0);
     }
   }
-  GradientBuckets buckets(groups_, partition_.owner, communicator_->size(),
-                          present, &gradient_storage_);
-  status = buckets.Fill(grads);
-  if (!status.ok()) return status;
+  const std::vector<GradientBucket> plan = PlanGradientBuckets(
+      groups_, partition_.owner, communicator_->size(), present,
+      std::max<int64_t>(
+          1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float))));
   changing_ = false;
-  status = options_.overlap ? OverlappedAverageStepAndSend(buckets, present)
-                            : AverageStepAndSend(buckets, present);
+  status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
+                            : ReduceAndStep(plan, grads);
+  for (int owner = 0; owner < communicator_->size() && status.ok(); ++owner) {
+    status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
+                                owner, options_.parameters_as_bucket_view,
+                                options_.bucket_bytes, &broadcast_scratch_);
+  }
   if (!status.ok() && changing_) {
     // This rank's partition (and its optimizer state) may have moved on
     // while other ranks' updates did not arrive: the model is torn.
@@ -188,92 +206,99 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   return true;
 }
 
-absl::Status ZeroOptimizer::StepPartition(GradientBuckets& buckets,
-                                          const Presence& present) {
-  changing_ = true;
+absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
+                                   absl::Span<float> values) {
+  if (bucket.size == 0) return absl::OkStatus();
+  // Gradient-sharded (ZeRO-2): each rank receives only its own block's
+  // average. Otherwise every rank gets every average (ZeRO-1, as torch).
+  return options_.gradient_sharded
+             ? communicator_->ReduceScatterBlocks(values, bucket.blocks,
+                                                  ReduceOp::kAverage)
+             : communicator_->AllReduce(values, ReduceOp::kAverage);
+}
+
+absl::Status ZeroOptimizer::StepBucket(const GradientBucket& bucket,
+                                       absl::Span<float> values) {
   const int rank = communicator_->rank();
   for (size_t g = 0; g < groups_.size(); ++g) {
+    // This rank's parameters of the group in its optimizer's order; only
+    // those in the bucket have a gradient this time.
     const std::vector<int>& mine = partition_.parameters[rank][g];
-    if (mine.empty()) continue;
     std::vector<Tensor*> params;
+    for (int index : mine) params.push_back(groups_[g].params[index]);
+    std::vector<const Tensor*> grads(mine.size(), nullptr);
     std::vector<std::optional<Tensor>> averaged(mine.size());
-    std::vector<const Tensor*> grads;
-    for (size_t j = 0; j < mine.size(); ++j) {
-      params.push_back(groups_[g].params[mine[j]]);
-      if (present[g][mine[j]]) {
-        absl::StatusOr<Tensor> gradient = buckets.Gradient(g, mine[j]);
-        if (!gradient.ok()) return gradient.status();
-        averaged[j] = *std::move(gradient);
-      }
-      grads.push_back(averaged[j].has_value() ? &*averaged[j] : nullptr);
+    bool any = false;
+    for (const BucketEntry& entry : bucket.entries) {
+      if (entry.owner != rank || entry.group != static_cast<int>(g)) continue;
+      const int position = local_position_[g][entry.index];
+      absl::StatusOr<Tensor> gradient = BucketGradient(entry, groups_, values);
+      if (!gradient.ok()) return gradient.status();
+      averaged[position] = *std::move(gradient);
+      grads[position] = &*averaged[position];
+      any = true;
     }
+    if (!any) continue;
+    changing_ = true;
     absl::Status status = local_[g]->Step(params, grads);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
-absl::Status ZeroOptimizer::AverageStepAndSend(GradientBuckets& buckets,
-                                               const Presence& present) {
-  if (!buckets.all().empty()) {
-    absl::Status status =
-        communicator_->AllReduce(buckets.all(), ReduceOp::kAverage);
-    if (!status.ok()) return status;
-  }
-  absl::Status status = StepPartition(buckets, present);
-  if (!status.ok()) return status;
-  for (int owner = 0; owner < communicator_->size(); ++owner) {
-    status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
-                                owner, options_.parameters_as_bucket_view,
-                                &bucket_scratch_);
+absl::Status ZeroOptimizer::ReduceAndStep(
+    const std::vector<GradientBucket>& plan,
+    const GroupGradientPointers& grads) {
+  gradient_scratch_[0].resize(LargestBucket(plan));
+  for (const GradientBucket& bucket : plan) {
+    absl::Span<float> values(gradient_scratch_[0].data(), bucket.size);
+    absl::Status status = FillBucket(bucket, groups_, grads, values);
+    if (status.ok()) status = Reduce(bucket, values);
+    if (status.ok()) status = StepBucket(bucket, values);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
-// A communication thread reduces the owners' buckets in rank order, then
-// sends each owner's parameters; this thread steps as soon as its own
-// bucket is reduced, while later buckets are still in flight.
-absl::Status ZeroOptimizer::OverlappedAverageStepAndSend(
-    GradientBuckets& buckets, const Presence& present) {
-  const int size = communicator_->size();
-  const int rank = communicator_->rank();
-  std::vector<absl::Notification> reduced(size);
-  std::vector<absl::Status> reduce_status(size);
-  absl::Notification stepped;
-  absl::Status step_status;
-  absl::Status send_status;
+// Two bucket buffers: while a communication thread reduces bucket k + 1,
+// this thread steps bucket k (and fills the next). The first bucket is
+// stepped as soon as it is reduced, from the first step on.
+absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
+    const std::vector<GradientBucket>& plan,
+    const GroupGradientPointers& grads) {
+  const size_t n = plan.size();
+  const int64_t largest = LargestBucket(plan);
+  for (auto& scratch : gradient_scratch_) scratch.resize(largest);
+  auto values = [&](size_t k) {
+    return absl::Span<float>(gradient_scratch_[k % 2].data(), plan[k].size);
+  };
+  std::vector<absl::Notification> filled(n);
+  std::vector<absl::Notification> reduced(n);
+  std::vector<absl::Status> reduce_status(n);
   std::thread communication([&] {
     absl::Status failure;
-    for (int owner = 0; owner < size; ++owner) {
-      if (failure.ok() && !buckets.bucket(owner).empty()) {
-        failure =
-            communicator_->AllReduce(buckets.bucket(owner), ReduceOp::kAverage);
-      }
-      reduce_status[owner] = failure;
-      reduced[owner].Notify();
-    }
-    if (!failure.ok()) {
-      send_status = failure;
-      return;
-    }
-    for (int owner = 0; owner < size; ++owner) {
-      if (owner == rank) {
-        stepped.WaitForNotification();
-        if (!step_status.ok()) return;
-      }
-      send_status = BroadcastFromOwner(
-          *communicator_, groups_, partition_, present, owner,
-          options_.parameters_as_bucket_view, &bucket_scratch_);
-      if (!send_status.ok()) return;
+    for (size_t k = 0; k < n; ++k) {
+      filled[k].WaitForNotification();
+      if (failure.ok()) failure = Reduce(plan[k], values(k));
+      reduce_status[k] = failure;
+      reduced[k].Notify();
     }
   });
-  reduced[rank].WaitForNotification();
-  step_status = reduce_status[rank].ok() ? StepPartition(buckets, present)
-                                         : reduce_status[rank];
-  stepped.Notify();
+  absl::Status status;
+  auto fill = [&](size_t k) {
+    if (status.ok()) status = FillBucket(plan[k], groups_, grads, values(k));
+    filled[k].Notify();  // Even on failure: the thread must not wait.
+  };
+  if (n > 0) fill(0);
+  for (size_t k = 0; k < n; ++k) {
+    // Bucket k + 1's buffer was bucket k - 1's, stepped already.
+    if (k + 1 < n) fill(k + 1);
+    reduced[k].WaitForNotification();
+    if (status.ok()) status = reduce_status[k];
+    if (status.ok()) status = StepBucket(plan[k], values(k));
+  }
   communication.join();
-  return step_status.ok() ? send_status : step_status;
+  return status;
 }
 
 int64_t ZeroOptimizer::GlobalPosition(size_t group, int index) const {
@@ -290,6 +315,14 @@ int64_t ZeroOptimizer::state_bytes() const {
         bytes += static_cast<int64_t>(buffer.byte_size());
       }
     }
+  }
+  return bytes;
+}
+
+int64_t ZeroOptimizer::scratch_bytes() const {
+  int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity());
+  for (const auto& scratch : gradient_scratch_) {
+    bytes += static_cast<int64_t>(scratch.capacity() * sizeof(float));
   }
   return bytes;
 }

@@ -30,10 +30,22 @@ struct ZeroOptions {
   // Parameters reach the other ranks through one flat bucket per (owner
   // rank, dtype) instead of one broadcast per parameter.
   bool parameters_as_bucket_view = false;
-  // Gradients are averaged one owner's bucket at a time on a communication
-  // thread, so a rank steps its partition while the later buckets are
-  // still being reduced.
+  // Gradients are reduced bucket by bucket on a communication thread, so a
+  // rank steps the parameters of one bucket while the next is reduced.
   bool overlap = false;
+  // Gradient-sharded (ZeRO-2, the layout of Megatron's distributed
+  // optimizer): gradients are reduce-scattered, each rank receiving only
+  // its own parameters' averages, instead of all-reduced: (W-1)/W of the
+  // model's bytes per rank less. Torch's parameter-boundary partition is
+  // kept (every parameter whole on one rank, so the local optimizers,
+  // state dicts and the bucket view are those of ZeRO-1); each bucket takes
+  // about as much from every rank, which keeps the ring balanced.
+  bool gradient_sharded = false;
+  // Gradients are reduced (and, with the bucket view, parameters sent) in
+  // buckets of at most this many bytes, as DDP's bucket_cap_mb: the step's
+  // scratch is bounded by it, not by the model (a parameter larger than a
+  // bucket is reduced in a bucket of its own).
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 class ZeroOptimizer {
@@ -101,6 +113,9 @@ class ZeroOptimizer {
   const ZeroOptions& options() const { return options_; }
   // Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;
+  // Bytes of the step's scratch buffers, kept between steps: bounded by
+  // the bucket size (or the largest parameter), not by the model.
+  int64_t scratch_bytes() const;
 
  private:
   ZeroOptimizer(Communicator* communicator, const OptimizerKind* kind,
@@ -125,11 +140,15 @@ class ZeroOptimizer {
   void Extend(std::vector<ParamGroup> added, Extension extension);
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active);
-  absl::Status StepPartition(GradientBuckets& buckets, const Presence& present);
-  absl::Status AverageStepAndSend(GradientBuckets& buckets,
-                                  const Presence& present);
-  absl::Status OverlappedAverageStepAndSend(GradientBuckets& buckets,
-                                            const Presence& present);
+  // Averages one bucket across ranks (all of it, or this rank's block).
+  absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
+  // Steps this rank's parameters of the bucket.
+  absl::Status StepBucket(const GradientBucket& bucket,
+                          absl::Span<float> values);
+  absl::Status ReduceAndStep(const std::vector<GradientBucket>& plan,
+                             const GroupGradientPointers& grads);
+  absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,
+                                       const GroupGradientPointers& grads);
   int64_t GlobalPosition(size_t group, int index) const;
   // Global positions of this rank's parameters, per group, in the local
   // optimizers' order; and of every parameter, per group.
@@ -151,9 +170,14 @@ class ZeroOptimizer {
   // Per group: the optimizer over this rank's parameters of the group (null
   // when it owns none), in partition order.
   std::vector<std::unique_ptr<FunctionalOptimizer>> local_;
-  // Kept from step to step (see GradientBuckets and BroadcastFromOwner).
-  std::vector<float> gradient_storage_;
-  std::vector<char> bucket_scratch_;
+  // [g][i]: where parameter i of group g is in this rank's optimizer of
+  // the group; -1 when another rank owns it.
+  std::vector<std::vector<int>> local_position_;
+  // Kept from step to step (a fresh buffer costs its page faults on every
+  // step), each bounded by the bucket size: two gradient buckets (one for
+  // overlap), and the bucket view's parameter bucket.
+  std::vector<float> gradient_scratch_[2];
+  std::vector<char> broadcast_scratch_;
   // Set when a step begins changing this rank's parameters.
   bool changing_ = false;
   absl::Status damage_;

@@ -71,15 +71,24 @@ void ExpectMatchesReference(const Scenario& scenario, const Outcome& outcome) {
   EXPECT_EQ(sum, outcome.reference_state_bytes);
 }
 
-// (kind, world size, parameters_as_bucket_view, overlap, mixed dtypes).
-using Options = std::tuple<std::string, int, bool, bool, bool>;
+// (kind, world size, parameters_as_bucket_view, overlap, mixed dtypes,
+// gradient_sharded, small buckets).
+using Options = std::tuple<std::string, int, bool, bool, bool, bool, bool>;
 class ZeroOptimizerTest : public ::testing::TestWithParam<Options> {};
 
+// Every mode ends bit for bit where one local optimizer fed the averaged
+// gradients does: the test values make every sum exact in any order, so
+// this holds at any world size (with real gradients, W > 2 may differ by
+// fp32 summation order, as any two reduction orders do).
 TEST_P(ZeroOptimizerTest, TenStepsMatchOneLocalOptimizerBitForBit) {
-  const auto& [kind, world, buckets, overlap, mixed] = GetParam();
+  const auto& [kind, world, buckets, overlap, mixed, sharded, small] =
+      GetParam();
   Scenario s = BaseScenario(kind, world, mixed);
   s.options.parameters_as_bucket_view = buckets;
   s.options.overlap = overlap;
+  s.options.gradient_sharded = sharded;
+  // Small buckets: several per step, a parameter larger than one alone.
+  if (small) s.options.bucket_bytes = 1024;
   // Some gradients are missing on one rank (averaged with zeros), and one
   // parameter has none anywhere at step 2 (skipped everywhere).
   s.has_gradient = [](int step, int rank, int g, int i) {
@@ -90,26 +99,37 @@ TEST_P(ZeroOptimizerTest, TenStepsMatchOneLocalOptimizerBitForBit) {
 }
 
 std::string VariantName(const ::testing::TestParamInfo<Options>& info) {
-  const auto& [kind, world, buckets, overlap, mixed] = info.param;
+  const auto& [kind, world, buckets, overlap, mixed, sharded, small] =
+      info.param;
   return absl::StrCat(kind, "_world", world, buckets ? "_buckets" : "",
-                      overlap ? "_overlap" : "", mixed ? "_mixed" : "");
+                      overlap ? "_overlap" : "", mixed ? "_mixed" : "",
+                      sharded ? "_sharded" : "", small ? "_small" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Variants, ZeroOptimizerTest,
-    ::testing::Values(Options{"sgd", 2, false, false, false},
-                      Options{"adam", 3, false, false, false},
-                      Options{"adam", 2, true, false, false},
-                      Options{"adam", 3, false, true, false},
-                      Options{"sgd", 3, true, true, false},
-                      Options{"adam", 2, true, true, true},
-                      Options{"adam", 3, false, false, true}),
+    ::testing::Values(Options{"sgd", 2, false, false, false, false, false},
+                      Options{"adam", 3, false, false, false, false, false},
+                      Options{"adam", 2, true, false, false, false, false},
+                      Options{"adam", 3, false, true, false, false, false},
+                      Options{"sgd", 3, true, true, false, false, false},
+                      Options{"adam", 2, true, true, true, false, false},
+                      Options{"adam", 3, false, false, true, false, false},
+                      Options{"adam", 4, false, false, false, false, true},
+                      Options{"adam", 3, true, true, true, false, true},
+                      Options{"sgd", 2, false, false, false, true, false},
+                      Options{"adam", 2, true, false, true, true, true},
+                      Options{"adam", 3, false, true, false, true, true},
+                      Options{"adam", 4, true, true, true, true, true},
+                      Options{"sgd", 4, false, false, false, true, false}),
     VariantName);
 
 TEST(ZeroJoinTest, RanksThatRunOutOfDataShadowTheOthers) {
   for (bool overlap : {false, true}) {
     Scenario s = BaseScenario("adam", 3, /*mixed=*/false);
     s.options.overlap = overlap;
+    s.options.gradient_sharded = overlap;  // Both modes, in the two runs.
+    s.options.bucket_bytes = 1024;
     s.steps = 6;
     // Rank 2 runs out after 2 steps and rank 0 after 4; their missing
     // gradients count as zeros in the others' averages.
@@ -124,6 +144,8 @@ TEST(ZeroAddParamGroupTest, AGroupAddedMidwayStepsFromThenOn) {
   for (int world : {2, 3}) {
     Scenario s = BaseScenario("adam", world, /*mixed=*/true);
     s.options.parameters_as_bucket_view = true;
+    s.options.gradient_sharded = world == 3;
+    s.options.bucket_bytes = 1024;
     s.add_last_group_at = 3;
     ExpectMatchesReference(s, zero_testing::Run(s));
   }
@@ -200,14 +222,38 @@ TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
   EXPECT_EQ(reserved[0], 0u);  // Nothing kept on the rank that could.
 }
 
-// Passes every collective to gloo; on the rank it watches, the all-reduce
-// numbered `hold_call` waits (up to 10 s) until `stepped()` is true before
-// it starts, and records whether it was.
-class WatchingCommunicator : public Communicator {
+// The step's scratch is bounded by the bucket size, not by the model: a
+// model of 40 parameters of 4096 floats (640 KiB) with 16 KiB buckets
+// keeps two gradient buckets and one parameter bucket at most.
+TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
+  for (bool sharded : {false, true}) {
+    for (bool overlap : {false, true}) {
+      Scenario s;
+      s.kind = "sgd";
+      s.world = 2;
+      s.steps = 2;
+      s.groups = {std::vector<ParamSpec>(40, ParamSpec{{4096}})};
+      s.hyperparameters = {{{"lr", 0.1}}};
+      s.options.gradient_sharded = sharded;
+      s.options.overlap = overlap;
+      s.options.parameters_as_bucket_view = true;
+      s.options.bucket_bytes = 16 << 10;
+      const Outcome outcome = zero_testing::Run(s);
+      ExpectMatchesReference(s, outcome);
+      for (int r = 0; r < 2; ++r) {
+        EXPECT_GT(outcome.scratch_bytes[r], 0);
+        EXPECT_LE(outcome.scratch_bytes[r], 3 * (16 << 10))
+            << "rank " << r << " sharded=" << sharded << " overlap=" << overlap;
+      }
+    }
+  }
+}
+
+// Passes every collective to gloo, counting the all-reduces: started(n)
+// says whether the n-th has begun.
+class CountingCommunicator : public Communicator {
  public:
-  WatchingCommunicator(Communicator& inner, int hold_call,
-                       std::function<bool()> stepped)
-      : inner_(inner), hold_call_(hold_call), stepped_(std::move(stepped)) {}
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -215,13 +261,7 @@ class WatchingCommunicator : public Communicator {
     inner_.SetTimeout(timeout);
   }
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
-    if (++calls_ == hold_call_) {
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (!stepped_() && absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-      stepped_while_held_ = stepped_();
-    }
+    ++calls_;
     return inner_.AllReduce(values, op);
   }
   absl::Status Broadcast(absl::Span<float> values, int root) override {
@@ -254,54 +294,90 @@ class WatchingCommunicator : public Communicator {
   }
 
   void StartCounting() { calls_ = 0; }
-  bool stepped_while_held() const { return stepped_while_held_; }
+  bool started(int n) const { return calls_ >= n; }
 
  private:
   Communicator& inner_;
-  const int hold_call_;
-  const std::function<bool()> stepped_;
   std::atomic<int> calls_{0};
-  std::atomic<bool> stepped_while_held_{false};
 };
 
-// With overlap, rank 0 steps its parameter as soon as its own bucket is
-// reduced, while rank 1's bucket is still being reduced: rank 0's
-// parameter changes while the all-reduce of bucket 1 waits for it. Without
-// overlap the step comes after every reduction, so it never does.
-TEST(ZeroOverlapTest, ARankStepsWhileTheNextBucketIsReduced) {
-  auto registry = OptimizerRegistry::WithBuiltins();
+// Plain SGD whose first update waits (up to 2 s) for `ready()`, and
+// records whether it came.
+class WaitingSgd : public OptimizerKind {
+ public:
+  explicit WaitingSgd(std::function<bool()> ready) : ready_(std::move(ready)) {}
+
+  const std::vector<HyperparameterSpec>& hyperparameters() const override {
+    static const auto* specs =
+        new std::vector<HyperparameterSpec>{{"lr", 0.1, "learning rate"}};
+    return *specs;
+  }
+  absl::Status Validate(const Hyperparameters&) const override {
+    return absl::OkStatus();
+  }
+  std::vector<StateBufferSpec> StateBuffers(
+      const Hyperparameters&) const override {
+    return {};
+  }
+  void Update(const UpdateArgs& a) const override {
+    if (!waited_.exchange(true)) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(2);
+      while (!ready_() && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      came_ = ready_();
+    }
+    const float lr = static_cast<float>(a.hyperparameters->number("lr"));
+    for (int64_t i = 0; i < a.count; ++i) a.param[i] -= lr * a.grad[i];
+  }
+  bool came() const { return came_; }
+
+ private:
+  const std::function<bool()> ready_;
+  mutable std::atomic<bool> waited_{false};
+  mutable std::atomic<bool> came_{false};
+};
+
+// With overlap, a rank steps the parameters of one bucket while the next
+// bucket is reduced: rank 0's first update waits for the all-reduce of
+// bucket 1 to begin, and it does. Without overlap that all-reduce comes
+// only after the update, so the wait runs out.
+TEST(ZeroOverlapTest, ARankStepsOneBucketWhileTheNextIsReduced) {
   for (bool overlap : {true, false}) {
-    std::vector<bool> seen(2);
+    std::vector<bool> came(2);
     zero_testing::OnRanks(2, [&](Communicator& gloo) {
       const int r = gloo.rank();
-      // Two equal parameters: rank 0 owns the first, rank 1 the second.
-      std::vector<Tensor> params = {
-          zero_testing::Initial(0, 0, ParamSpec{{64}}),
-          zero_testing::Initial(0, 1, ParamSpec{{64}})};
-      const float before = params[0].host_span<float>()[0];
-      volatile float* watched = params[0].host_span<float>().data();
+      CountingCommunicator c(gloo);
       // The header, then bucket 0, then bucket 1: the third all-reduce.
-      // Only rank 0 waits (a short wait on the other would only slow it).
-      WatchingCommunicator c(gloo, r == 0 ? 3 : -1,
-                             [&] { return *watched != before; });
+      WaitingSgd kind([&] { return r != 0 || c.started(3); });
+      // Four equal parameters owned by ranks 0, 1, 0, 1; buckets of two
+      // (one per rank): {0, 1}, then {2, 3}.
+      std::vector<Tensor> params;
       ParamGroup group;
       group.hyperparameters = {{"lr", 0.1}};
-      group.params = {&params[0], &params[1]};
+      for (int i = 0; i < 4; ++i) {
+        params.push_back(zero_testing::Initial(0, i, ParamSpec{{64}}));
+      }
+      for (Tensor& p : params) group.params.push_back(&p);
       ZeroOptions options;
       options.overlap = overlap;
-      auto zero = ZeroOptimizer::Create(&c, *registry->Find("sgd"), "sgd",
-                                        {group}, options);
+      options.bucket_bytes = 2 * 64 * sizeof(float);
+      auto zero =
+          ZeroOptimizer::Create(&c, &kind, "waiting_sgd", {group}, options);
       ASSERT_TRUE(zero.ok()) << zero.status();
-      ASSERT_EQ((*zero)->partition().owner[0], (std::vector<int>{0, 1}));
+      ASSERT_EQ((*zero)->partition().owner[0], (std::vector<int>{0, 1, 0, 1}));
       c.StartCounting();
-      std::vector<Tensor> grads = {
-          zero_testing::Gradient(0, 0, 0, r, ParamSpec{{64}}),
-          zero_testing::Gradient(0, 1, 0, r, ParamSpec{{64}})};
-      absl::Status status = (*zero)->Step({{&grads[0], &grads[1]}});
+      std::vector<Tensor> grads;
+      std::vector<const Tensor*> pointers;
+      for (int i = 0; i < 4; ++i) {
+        grads.push_back(zero_testing::Gradient(0, i, 0, r, ParamSpec{{64}}));
+      }
+      for (const Tensor& g : grads) pointers.push_back(&g);
+      absl::Status status = (*zero)->Step({pointers});
       ASSERT_TRUE(status.ok()) << status;
-      seen[r] = c.stepped_while_held();
+      came[r] = kind.came();
     });
-    EXPECT_EQ(seen[0], overlap) << "overlap=" << overlap;
+    EXPECT_EQ(came[0], overlap) << "overlap=" << overlap;
   }
 }
 

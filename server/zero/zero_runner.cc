@@ -42,6 +42,7 @@ ZeroInfo ZeroRunner::StatusLocked() const {
   status.loads = partition.load;
   status.damage = optimizer_->damage();
   status.state_bytes = optimizer_->state_bytes();
+  status.scratch_bytes = optimizer_->scratch_bytes();
   status.steps = steps_;
   status.gradient_bytes = status.parameter_bytes;
   return status;

@@ -35,6 +35,7 @@ struct ZeroRankBytes {
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t state_bytes = 0;
+  int64_t scratch_bytes = 0;
   int64_t steps = 0;
 };
 
@@ -48,6 +49,7 @@ struct ZeroInfo {
   std::vector<std::pair<std::string, int>> owners;  // Name, owning rank.
   std::vector<int64_t> loads;
   int64_t state_bytes = 0;
+  int64_t scratch_bytes = 0;
   int64_t steps = 0;
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;

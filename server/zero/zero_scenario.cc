@@ -137,6 +137,7 @@ void RunRank(const Scenario& scenario, const OptimizerKind* kind,
     outcome.shadowed_steps[r] = shadowed;
   }
   outcome.state_bytes[r] = (*zero)->state_bytes();
+  outcome.scratch_bytes[r] = (*zero)->scratch_bytes();
 }
 
 }  // namespace
@@ -152,6 +153,7 @@ Outcome Run(const Scenario& scenario) {
   RunReference(scenario, kind, outcome);
   outcome.ranks.resize(scenario.world);
   outcome.state_bytes.resize(scenario.world);
+  outcome.scratch_bytes.resize(scenario.world);
   outcome.shadowed_steps.resize(scenario.world);
   OnRanks(scenario.world, [&](Communicator& communicator) {
     RunRank(scenario, kind, communicator, outcome);

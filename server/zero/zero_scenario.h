@@ -48,6 +48,7 @@ struct Outcome {
   std::vector<std::vector<std::vector<Tensor>>> ranks;
   std::vector<std::vector<Tensor>> reference;
   std::vector<int64_t> state_bytes;     // Per rank.
+  std::vector<int64_t> scratch_bytes;   // Per rank, after the last step.
   int64_t reference_state_bytes = 0;    // All groups.
   int64_t largest_parameter_state = 0;  // One parameter's, at most.
   std::vector<int64_t> shadowed_steps;  // Per rank, from Join.
