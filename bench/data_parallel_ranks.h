@@ -44,16 +44,66 @@ inline bool OnEveryRank(const std::function<absl::Status(int)>& call) {
   return true;
 }
 
+// The parameters each rank holds: `count` fp32 tensors of `shape`, named
+// "layer<i>.weight". By default the seed tutorial's model.
+struct Model {
+  int count = kLayers;
+  std::vector<int64_t> shape = {kSize, kSize};
+
+  int64_t elements() const {
+    int64_t each = 1;
+    for (int64_t dim : shape) each *= dim;
+    return each * count;
+  }
+  int64_t bytes() const { return elements() * 4; }
+  static std::string Name(int index) {
+    return absl::StrCat("layer", index, ".weight");
+  }
+};
+
 // Two ranks holding the model, with one context of gradients each.
 struct Ranks {
+  Model model;
   std::vector<std::unique_ptr<LocalWorker>> daemons;
   std::vector<std::string> addresses;
   std::vector<std::vector<uint64_t>> parameter_ids;
   uint64_t context_id = 0;
+  // Each daemon's RSS with only the parameters loaded (kB).
+  std::vector<int64_t> parameters_rss_kb;
 };
 
-inline Tensor RankGradient(int rank) {
-  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, {kSize, kSize});
+// A field of /proc/<pid>/status in kB ("VmRSS", "VmHWM"); -1 if unknown.
+inline int64_t ProcKb(pid_t pid, const std::string& field) {
+  FILE* status =
+      std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof(line), status) != nullptr) {
+    long long value = 0;
+    if (std::sscanf(line, (field + ": %lld kB").c_str(), &value) == 1) {
+      kb = value;
+      break;
+    }
+  }
+  std::fclose(status);
+  return kb;
+}
+
+// How far each daemon's peak RSS rose above its RSS with only the
+// parameters: what the step (gradients, state, scratch) costs, in MiB.
+inline std::vector<double> PeakAboveParametersMiB(const Ranks& ranks) {
+  std::vector<double> mib;
+  for (size_t r = 0; r < ranks.daemons.size(); ++r) {
+    const int64_t peak = ProcKb(ranks.daemons[r]->pid(), "VmHWM");
+    mib.push_back(static_cast<double>(peak - ranks.parameters_rss_kb[r]) /
+                  1024.0);
+  }
+  return mib;
+}
+
+inline Tensor RankGradient(int rank, const std::vector<int64_t>& shape) {
+  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, shape);
   absl::Span<float> values = gradient.host_span<float>();
   for (size_t e = 0; e < values.size(); ++e) {
     values[e] = 1e-3f * static_cast<float>((e * 7 + rank * 13) % 17) - 8e-3f;
@@ -65,7 +115,7 @@ inline Tensor RankGradient(int rank) {
 inline bool PushGradients(Client& client, Ranks& ranks) {
   ranks.context_id = client.NewContextId();
   return OnEveryRank([&](int r) -> absl::Status {
-    const Tensor gradient = RankGradient(r);
+    const Tensor gradient = RankGradient(r, ranks.model.shape);
     for (uint64_t id : ranks.parameter_ids[r]) {
       absl::Status pushed = client.AccumulateGradients(
           ranks.addresses[r], ranks.context_id, {{id, gradient}});
@@ -75,7 +125,9 @@ inline bool PushGradients(Client& client, Ranks& ranks) {
   });
 }
 
-inline bool StartRanks(Client& client, Ranks& ranks) {
+inline bool StartRanks(Client& client, Ranks& ranks,
+                       const Model& model = Model()) {
+  ranks.model = model;
   for (int r = 0; r < kWorld; ++r) {
     LocalWorkerOptions options;
     options.group_secret = "the secret of the benchmark's group";
@@ -94,16 +146,20 @@ inline bool StartRanks(Client& client, Ranks& ranks) {
   }
   ranks.parameter_ids.resize(kWorld);
   const bool created = OnEveryRank([&](int r) -> absl::Status {
-    for (int layer = 0; layer < kLayers; ++layer) {
+    for (int layer = 0; layer < model.count; ++layer) {
       auto parameter = client.CreateParameter(
-          ranks.addresses[r], absl::StrCat("layer", layer, ".weight"),
-          DType::kFloat32, {kSize, kSize}, init::Normal(0.0, 0.02, layer));
+          ranks.addresses[r], Model::Name(layer), DType::kFloat32, model.shape,
+          init::Normal(0.0, 0.02, layer));
       if (!parameter.ok()) return parameter.status();
       ranks.parameter_ids[r].push_back(parameter->id);
     }
     return absl::OkStatus();
   });
-  return created && PushGradients(client, ranks);
+  if (!created) return false;
+  for (const auto& daemon : ranks.daemons) {
+    ranks.parameters_rss_kb.push_back(ProcKb(daemon->pid(), "VmRSS"));
+  }
+  return PushGradients(client, ranks);
 }
 
 // Median seconds of kIterations timed calls after kWarmup, all ranks at

@@ -1,20 +1,24 @@
 // ZeroRedundancyOptimizer on 2 ranks (two daemons joined over loopback)
 // with the seed tutorial's model, 20 linear weights of 2000 x 2000 and Adam:
-// step time and per-rank optimizer memory, with ZeRO (per-parameter
-// broadcast, and bucket view with overlap) and without it (a plain Adam over
-// the whole model on each rank), against PyTorch's ZeroRedundancyOptimizer
-// and plain Adam over gloo on the same machine in the same run
-// (tools/bench/torch_zero_step.py). Goals: per-rank optimizer memory 1/W of
-// the unsharded optimizer's; step time no worse than PyTorch's.
+// step time and per-rank memory, with ZeRO in each mode and without it (a
+// plain Adam over the whole model on each rank), against three peers in the
+// same run: the limit, gloo's collectives on the model's bytes with nothing
+// around them (bench/raw_collectives.h), and PyTorch's
+// ZeroRedundancyOptimizer and plain Adam over gloo
+// (tools/bench/torch_zero_step.py).
 //
 //   bazel run -c opt //bench:zero_step_bench
 //   bazel run -c opt //bench:zero_step_bench --
-//   --benchmark_filter=BM_ZeroStep/1
+//   --benchmark_filter=BM_ZeroStep/3
 //
 // Cases: BM_ZeroStep/0 (per-parameter broadcast), /1 (bucket view), /2
-// (overlap), BM_PlainAdam. Counters: each rank's optimizer state, its share
-// of the unsharded state, and the PyTorch peer's figures; a goal line per
-// case follows the table.
+// (overlap), /3 (gradient-sharded), /4 (gradient-sharded with overlap);
+// BM_PlainAdam; BM_ZeroSmallTensors/0 and /3 (200 parameters of 1024
+// values, ZeRO-1 and gradient-sharded). Counters: each rank's optimizer
+// state, its peak memory above the parameters' (the daemon's VmHWM minus
+// its RSS once the parameters were made: gradients, state and the step's
+// scratch), the step as a multiple of the limit, and the PyTorch peer's
+// figures; the summary after the table holds each against its goal.
 //
 // Each rank's gradients are put in one context before the timing; a timed
 // step is one Step RPC on both ranks at once, which averages the gradients
@@ -35,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/data_parallel_ranks.h"
+#include "bench/raw_collectives.h"
 #include "bench/summary_reporter.h"
 #include "benchmark/benchmark.h"
 #include "client/client.h"
@@ -48,6 +53,7 @@ using bench::kIterations;
 using bench::kLayers;
 using bench::kSize;
 using bench::kWorld;
+using bench::Model;
 using bench::OnEveryRank;
 using bench::PushGradients;
 using bench::Ranks;
@@ -89,21 +95,44 @@ std::map<std::string, TorchFigures> TorchPeer() {
 struct ZeroFigures {
   double step_s = -1;
   std::vector<int64_t> state_bytes;
+  std::vector<int64_t> scratch_bytes;
+  std::vector<double> peak_above_parameters_mib;
 };
 
-ZeroFigures RunZero(Client& client, bool bucket_view, bool overlap) {
+// The modes of BM_ZeroStep.
+enum Mode { kPerParameter, kBucketView, kOverlap, kSharded, kShardedOverlap };
+
+const char* ModeLabel(int mode) {
+  switch (mode) {
+    case kPerParameter:
+      return "ZeRO, per-parameter broadcast";
+    case kBucketView:
+      return "ZeRO, bucket view";
+    case kOverlap:
+      return "ZeRO, overlap";
+    case kSharded:
+      return "ZeRO, gradient-sharded";
+    default:
+      return "ZeRO, gradient-sharded, overlap";
+  }
+}
+
+bool IsSharded(int mode) { return mode == kSharded || mode == kShardedOverlap; }
+
+ZeroFigures RunZero(Client& client, int mode, const Model& model = Model()) {
   ZeroFigures figures;
   Ranks ranks;
-  if (!StartRanks(client, ranks)) return figures;
+  if (!StartRanks(client, ranks, model)) return figures;
   v1::CreateZeroRequest spec;
   spec.set_kind("adam");
   spec.set_timeout_ms(600000);
-  spec.set_parameters_as_bucket_view(bucket_view);
-  spec.set_overlap(overlap);
+  spec.set_parameters_as_bucket_view(mode == kBucketView);
+  spec.set_overlap(mode == kOverlap || mode == kShardedOverlap);
+  spec.set_gradient_sharded(IsSharded(mode));
   v1::ZeroParamGroup* group = spec.add_groups();
   (*group->mutable_hyperparameters())["lr"].set_number(1e-3);
-  for (int layer = 0; layer < kLayers; ++layer) {
-    group->add_parameter_names(absl::StrCat("layer", layer, ".weight"));
+  for (int layer = 0; layer < model.count; ++layer) {
+    group->add_parameter_names(Model::Name(layer));
   }
   std::vector<RemoteZero> zero;
   for (const std::string& address : ranks.addresses) {
@@ -114,11 +143,13 @@ ZeroFigures RunZero(Client& client, bool bucket_view, bool overlap) {
   }
   figures.step_s =
       TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); });
-  // Every rank's state bytes, from one call.
+  figures.peak_above_parameters_mib = bench::PeakAboveParametersMiB(ranks);
+  // Every rank's bytes, from one call.
   absl::StatusOr<v1::ZeroInfo> info = zero[0].Get();
   if (info.ok()) {
     for (const v1::ZeroRankBytes& rank : info->ranks()) {
       figures.state_bytes.push_back(rank.state_bytes());
+      figures.scratch_bytes.push_back(rank.scratch_bytes());
     }
   }
   return figures;
@@ -126,7 +157,8 @@ ZeroFigures RunZero(Client& client, bool bucket_view, bool overlap) {
 
 // Without ZeRO: each rank steps a plain Adam over the whole model (no
 // all-reduce; its state is the whole model's, two fp32 buffers per weight).
-double RunPlain(Client& client) {
+// Returns the median step, and each daemon's peak above its parameters.
+double RunPlain(Client& client, std::vector<double>* peak_above_parameters) {
   Ranks ranks;
   if (!StartRanks(client, ranks)) return -1;
   std::vector<uint64_t> optimizers(kWorld);
@@ -141,8 +173,10 @@ double RunPlain(Client& client) {
     return -1;
   }
   // A Step is applied once per (optimizer, context), so each timed step
-  // gets a new context with the same gradients (filled outside the timing).
-  return TimeSteps(
+  // gets a new context with the same gradients (filled outside the timing)
+  // once the last one is released: one context of gradients at a time, as
+  // a trainer holds.
+  const double seconds = TimeSteps(
       [&](int r) -> absl::Status {
         auto stepped =
             client.Step(ranks.addresses[r], optimizers[r], ranks.context_id);
@@ -154,11 +188,20 @@ double RunPlain(Client& client) {
         }
         return absl::OkStatus();
       },
-      [&] { return PushGradients(client, ranks); });
+      [&] {
+        const uint64_t done = ranks.context_id;
+        return OnEveryRank([&](int r) {
+                 return client.ReleaseContext(ranks.addresses[r], done)
+                     .status();
+               }) &&
+               PushGradients(client, ranks);
+      });
+  *peak_above_parameters = bench::PeakAboveParametersMiB(ranks);
+  return seconds;
 }
 
-constexpr int64_t kModelBytes = int64_t{kLayers} * kSize * kSize * 4;
-constexpr int64_t kUnshardedState = 2 * kModelBytes;  // Adam: two buffers.
+const int64_t kModelBytes = Model().bytes();
+const int64_t kUnshardedState = 2 * kModelBytes;  // Adam: two buffers.
 
 // The PyTorch peer's figures, run once, when a case first needs them.
 const std::map<std::string, TorchFigures>& Torch() {
@@ -167,15 +210,53 @@ const std::map<std::string, TorchFigures>& Torch() {
   return *figures;
 }
 
-// Arguments of BM_ZeroStep: 0 per-parameter broadcast, 1 bucket view,
-// 2 overlap. Each case starts its own two ranks; the manual time is the
-// median step (bench::TimeSteps), so one iteration suffices.
+// The limit lines for `model`'s bytes, timed once per model size.
+const bench::RawCollectiveSeconds& Limit(const Model& model) {
+  static auto* limits = new std::map<int64_t, bench::RawCollectiveSeconds>;
+  auto found = limits->find(model.elements());
+  if (found == limits->end()) {
+    found = limits
+                ->emplace(model.elements(),
+                          bench::TimeRawCollectives(kWorld, model.elements(),
+                                                    kIterations))
+                .first;
+  }
+  return found->second;
+}
+
+// The step against the limit: the raw all-reduce (and, gradient-sharded,
+// the raw reduce-scatter + all-gather) of the same bytes.
+void SetLimitCounters(benchmark::State& state, const Model& model, int mode,
+                      double step_s) {
+  const bench::RawCollectiveSeconds& limit = Limit(model);
+  if (limit.all_reduce <= 0) return;
+  state.counters["raw_allreduce_s"] = limit.all_reduce;
+  state.counters["of_raw_allreduce"] = step_s / limit.all_reduce;
+  if (IsSharded(mode)) {
+    state.counters["raw_rs_ag_s"] = limit.reduce_scatter_all_gather;
+    state.counters["of_raw_rs_ag"] = step_s / limit.reduce_scatter_all_gather;
+  }
+}
+
+void SetMemoryCounters(benchmark::State& state,
+                       const std::vector<double>& peak_above_parameters_mib) {
+  for (size_t r = 0; r < peak_above_parameters_mib.size(); ++r) {
+    state.counters[absl::StrCat("peak_MiB_rank", r)] =
+        peak_above_parameters_mib[r];
+  }
+  state.counters["peak_MiB"] = *std::max_element(
+      peak_above_parameters_mib.begin(), peak_above_parameters_mib.end());
+}
+
+// Arguments of BM_ZeroStep: a Mode. Each case starts its own two ranks;
+// the manual time is the median step (bench::TimeSteps), so one iteration
+// suffices.
 void BM_ZeroStep(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   Client client;
   ZeroFigures figures;
   for (auto _ : state) {
-    figures = RunZero(client, /*bucket_view=*/mode == 1, /*overlap=*/mode == 2);
+    figures = RunZero(client, mode);
     if (figures.step_s < 0 ||
         static_cast<int>(figures.state_bytes.size()) != kWorld) {
       state.SkipWithError("the ranks did not step (see the daemons' log)");
@@ -186,11 +267,15 @@ void BM_ZeroStep(benchmark::State& state) {
   for (int r = 0; r < kWorld; ++r) {
     state.counters[absl::StrCat("state_MiB_rank", r)] =
         static_cast<double>(figures.state_bytes[r]) / (1 << 20);
+    state.counters[absl::StrCat("scratch_MiB_rank", r)] =
+        static_cast<double>(figures.scratch_bytes[r]) / (1 << 20);
   }
   state.counters["state_of_unsharded"] =
       static_cast<double>(*std::max_element(figures.state_bytes.begin(),
                                             figures.state_bytes.end())) /
       kUnshardedState;
+  SetMemoryCounters(state, figures.peak_above_parameters_mib);
+  SetLimitCounters(state, Model(), mode, figures.step_s);
   auto torch = Torch().find("zero");
   if (torch != Torch().end()) {
     state.counters["torch_s"] = torch->second.allreduce_and_step_s;
@@ -202,12 +287,10 @@ void BM_ZeroStep(benchmark::State& state) {
           static_cast<double>(torch->second.state_bytes[r]) / (1 << 20);
     }
   }
-  state.SetLabel(mode == 0   ? "ZeRO, per-parameter broadcast"
-                 : mode == 1 ? "ZeRO, bucket view"
-                             : "ZeRO, overlap");
+  state.SetLabel(ModeLabel(mode));
 }
 BENCHMARK(BM_ZeroStep)
-    ->DenseRange(0, 2)
+    ->DenseRange(kPerParameter, kShardedOverlap)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
@@ -216,8 +299,9 @@ BENCHMARK(BM_ZeroStep)
 void BM_PlainAdam(benchmark::State& state) {
   Client client;
   double seconds = -1;
+  std::vector<double> peak;
   for (auto _ : state) {
-    seconds = RunPlain(client);
+    seconds = RunPlain(client, &peak);
     if (seconds < 0) {
       state.SkipWithError("the ranks did not step (see the daemons' log)");
       return;
@@ -226,6 +310,7 @@ void BM_PlainAdam(benchmark::State& state) {
   }
   state.counters["state_MiB_rank0"] =
       static_cast<double>(kUnshardedState) / (1 << 20);
+  SetMemoryCounters(state, peak);
   auto torch = Torch().find("plain");
   if (torch != Torch().end()) {
     state.counters["torch_s"] = torch->second.step_s;
@@ -238,31 +323,103 @@ BENCHMARK(BM_PlainAdam)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// A line per case: the step and each rank's state against the goals and
-// the PyTorch peer.
+// 200 parameters of 1024 values (800 KiB): what a step costs beyond the
+// collectives when there are many small tensors (/0 ZeRO-1 with its
+// per-parameter broadcast, /3 gradient-sharded).
+const Model kSmallTensors{200, {1024}};
+
+void BM_ZeroSmallTensors(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  Client client;
+  ZeroFigures figures;
+  for (auto _ : state) {
+    figures = RunZero(client, mode, kSmallTensors);
+    if (figures.step_s < 0) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    state.SetIterationTime(figures.step_s);
+  }
+  SetLimitCounters(state, kSmallTensors, mode, figures.step_s);
+  state.SetLabel(absl::StrCat(ModeLabel(mode), ", 200 x 1K"));
+}
+BENCHMARK(BM_ZeroSmallTensors)
+    ->Arg(kPerParameter)
+    ->Arg(kSharded)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// A line per case: the step against the limit and the PyTorch peer, each
+// rank's state, and the memory against the plain Adam daemon's.
 void Summary(const std::vector<bench::BenchmarkRun>& runs) {
-  std::printf("model: %d x %lld x %lld fp32 (%lld MiB), Adam, %d ranks\n",
+  const double model_mib = static_cast<double>(kModelBytes) / (1 << 20);
+  std::printf("model: %d x %lld x %lld fp32 (%.0f MiB), Adam, %d ranks\n",
               kLayers, static_cast<long long>(kSize),
-              static_cast<long long>(kSize),
-              static_cast<long long>(kModelBytes >> 20), kWorld);
+              static_cast<long long>(kSize), model_mib, kWorld);
+  const bench::RawCollectiveSeconds& limit = Limit(Model());
+  std::printf(
+      "limit: raw gloo all-reduce of the model %.3f s, reduce-scatter + "
+      "all-gather %.3f s\n",
+      limit.all_reduce, limit.reduce_scatter_all_gather);
+  double plain_peak = -1, all_reduce_mode = -1;
+  for (const bench::BenchmarkRun& run : runs) {
+    if (run.run_name.function_name == "BM_PlainAdam") {
+      plain_peak = bench::Counter(run, "peak_MiB");
+    }
+    if (run.run_name.function_name == "BM_ZeroStep" &&
+        run.report_label == ModeLabel(kPerParameter)) {
+      all_reduce_mode = run.GetAdjustedRealTime() / 1e3;
+    }
+  }
+  // Gradients + state / W: what a ZeRO rank must hold beyond parameters.
+  const double zero_floor = model_mib + 2 * model_mib / kWorld;
   for (const bench::BenchmarkRun& run : runs) {
     auto value = [&](const char* name) { return bench::Counter(run, name); };
-    const bool sharded = value("state_of_unsharded") >= 0;
-    std::string line = absl::StrFormat(
-        "distopt %-48s step %.3f s  state per rank %.0f MiB", run.report_label,
-        run.GetAdjustedRealTime() / 1e3, value("state_MiB_rank0"));
-    if (sharded) {
-      line += absl::StrFormat(" (%.2f of unsharded; goal %.2f)",
-                              value("state_of_unsharded"), 1.0 / kWorld);
+    const double step = run.GetAdjustedRealTime() / 1e3;
+    const bool zero = value("state_of_unsharded") >= 0;
+    const bool sharded = value("of_raw_rs_ag") >= 0;
+    std::string line =
+        absl::StrFormat("distopt %-45s step %.4f s", run.report_label, step);
+    if (value("of_raw_allreduce") >= 0) {
+      line += absl::StrFormat("  %.2fx the raw all-reduce",
+                              value("of_raw_allreduce"));
+      if (sharded) {
+        line += absl::StrFormat(
+            ", %.2fx the raw reduce-scatter + all-gather (goal <= 1.1)",
+            value("of_raw_rs_ag"));
+        if (all_reduce_mode > 0 && value("peak_MiB") >= 0) {
+          line += absl::StrFormat(" and %.2fx the all-reduce mode (goal < 1)",
+                                  step / all_reduce_mode);
+        }
+      } else if (zero) {
+        line += " (goal <= 1.3)";
+      }
     }
-    if (value("torch_s") < 0) {
-      line += "  torch: not available";
-    } else {
-      line += absl::StrFormat("  torch %.3f s: torch/distopt %.2fx%s",
+    if (value("torch_s") >= 0) {
+      line += absl::StrFormat("; torch %.3f s: torch/distopt %.2fx%s",
                               value("torch_s"), value("torch_ratio"),
-                              sharded ? " (goal >= 1)" : "");
+                              zero ? " (goal >= 1.5)" : "");
     }
     std::printf("%s\n", line.c_str());
+    if (value("peak_MiB") >= 0) {
+      std::string memory = absl::StrFormat(
+          "    peak above the parameters %.0f MiB", value("peak_MiB"));
+      if (zero) {
+        memory += absl::StrFormat(
+            " (%.2fx gradients + state/W = %.0f MiB; goal <= 1.1)",
+            value("peak_MiB") / zero_floor, zero_floor);
+        if (plain_peak > 0) {
+          memory += absl::StrFormat(", %.2f of plain Adam's (goal <= 0.75)",
+                                    value("peak_MiB") / plain_peak);
+        }
+        memory += absl::StrFormat(
+            "; state %.0f MiB per rank (%.2f of unsharded), scratch %.1f MiB",
+            value("state_MiB_rank0"), value("state_of_unsharded"),
+            value("scratch_MiB_rank0"));
+      }
+      std::printf("%s\n", memory.c_str());
+    }
   }
 }
 

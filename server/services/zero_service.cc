@@ -48,6 +48,7 @@ grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
     rank->set_parameter_bytes(bytes.parameter_bytes);
     rank->set_gradient_bytes(bytes.gradient_bytes);
     rank->set_state_bytes(bytes.state_bytes);
+    rank->set_scratch_bytes(bytes.scratch_bytes);
     rank->set_steps(bytes.steps);
   }
   return grpc::Status::OK;

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/data_parallel/collective_hyperparameters.h"
 #include "server/zero/parameter_broadcast.h"
+#include "server/zero/parameter_gather.h"
 
 namespace distopt {
 namespace {
@@ -26,6 +27,11 @@ SpecificationParts DescribeZero(const std::string& kind_name,
                               " gradient_sharded=", options.gradient_sharded,
                               " bucket_bytes=", options.bucket_bytes));
   return parts;
+}
+
+absl::Span<char> AsBytes(absl::Span<float> values) {
+  return absl::Span<char>(reinterpret_cast<char*>(values.data()),
+                          values.size() * sizeof(float));
 }
 
 }  // namespace
@@ -186,7 +192,10 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);
-  for (int owner = 0; owner < communicator_->size() && status.ok(); ++owner) {
+  // Gradient-sharded, each bucket's parameters were gathered already.
+  for (int owner = 0; owner < communicator_->size() && status.ok() &&
+                      !options_.gradient_sharded;
+       ++owner) {
     status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
                                 owner, options_.parameters_as_bucket_view,
                                 options_.bucket_bytes, &broadcast_scratch_);
@@ -255,6 +264,10 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     absl::Status status = FillBucket(bucket, groups_, grads, values);
     if (status.ok()) status = Reduce(bucket, values);
     if (status.ok()) status = StepBucket(bucket, values);
+    if (status.ok() && options_.gradient_sharded) {
+      status = GatherBucketParameters(*communicator_, bucket, groups_,
+                                      AsBytes(values));
+    }
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -262,42 +275,60 @@ absl::Status ZeroOptimizer::ReduceAndStep(
 
 // Two bucket buffers: while a communication thread reduces bucket k + 1,
 // this thread steps bucket k (and fills the next). The first bucket is
-// stepped as soon as it is reduced, from the first step on.
+// stepped as soon as it is reduced, from the first step on. Gradient-
+// sharded, the thread then gathers bucket k's parameters (after reducing
+// k + 1), and bucket k's buffer is filled again only once it has.
 absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
   const size_t n = plan.size();
+  const bool gather = options_.gradient_sharded;
   const int64_t largest = LargestBucket(plan);
   for (auto& scratch : gradient_scratch_) scratch.resize(largest);
   auto values = [&](size_t k) {
     return absl::Span<float>(gradient_scratch_[k % 2].data(), plan[k].size);
   };
-  std::vector<absl::Notification> filled(n);
-  std::vector<absl::Notification> reduced(n);
+  std::vector<absl::Notification> filled(n), reduced(n), stepped(n),
+      gathered(n);
   std::vector<absl::Status> reduce_status(n);
+  // The thread's first failure; it still notifies every waiter after one.
+  absl::Status communication_failure;
   std::thread communication([&] {
-    absl::Status failure;
+    absl::Status& failure = communication_failure;
+    auto gather_bucket = [&](size_t k) {
+      stepped[k].WaitForNotification();
+      if (failure.ok()) {
+        failure = GatherBucketParameters(*communicator_, plan[k], groups_,
+                                         AsBytes(values(k)));
+      }
+      gathered[k].Notify();
+    };
     for (size_t k = 0; k < n; ++k) {
       filled[k].WaitForNotification();
       if (failure.ok()) failure = Reduce(plan[k], values(k));
       reduce_status[k] = failure;
       reduced[k].Notify();
+      if (gather && k > 0) gather_bucket(k - 1);
     }
+    if (gather && n > 0) gather_bucket(n - 1);
   });
   absl::Status status;
   auto fill = [&](size_t k) {
+    // The buffer was bucket k - 2's: its parameters must have gone out.
+    if (gather && k >= 2) gathered[k - 2].WaitForNotification();
     if (status.ok()) status = FillBucket(plan[k], groups_, grads, values(k));
     filled[k].Notify();  // Even on failure: the thread must not wait.
   };
   if (n > 0) fill(0);
   for (size_t k = 0; k < n; ++k) {
-    // Bucket k + 1's buffer was bucket k - 1's, stepped already.
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
     if (status.ok()) status = reduce_status[k];
     if (status.ok()) status = StepBucket(plan[k], values(k));
+    stepped[k].Notify();
   }
   communication.join();
+  if (status.ok()) status = communication_failure;
   return status;
 }
 

@@ -28,23 +28,28 @@ namespace distopt {
 
 struct ZeroOptions {
   // Parameters reach the other ranks through one flat bucket per (owner
-  // rank, dtype) instead of one broadcast per parameter.
+  // rank, dtype) instead of one broadcast per parameter (no effect when
+  // gradient_sharded: parameters are gathered in the gradients' buckets).
   bool parameters_as_bucket_view = false;
   // Gradients are reduced bucket by bucket on a communication thread, so a
   // rank steps the parameters of one bucket while the next is reduced.
   bool overlap = false;
   // Gradient-sharded (ZeRO-2, the layout of Megatron's distributed
   // optimizer): gradients are reduce-scattered, each rank receiving only
-  // its own parameters' averages, instead of all-reduced: (W-1)/W of the
-  // model's bytes per rank less. Torch's parameter-boundary partition is
-  // kept (every parameter whole on one rank, so the local optimizers,
-  // state dicts and the bucket view are those of ZeRO-1); each bucket takes
-  // about as much from every rank, which keeps the ring balanced.
+  // its own parameters' averages, instead of all-reduced, and the stepped
+  // parameters all-gathered bucket by bucket instead of broadcast by their
+  // owners: 2(W-1)/W of the model's bytes per rank instead of 3(W-1)/W.
+  // Torch's parameter-boundary partition is kept rather than flat
+  // contiguous shards: every parameter stays whole on one rank, so the
+  // local optimizers, state dicts (and their resharding across world
+  // sizes) and Join are those of ZeRO-1, and optimizers whose update reads
+  // a whole tensor stay exact; the cost, an uneven last block, is bounded
+  // because each bucket takes about as much from every rank.
   bool gradient_sharded = false;
-  // Gradients are reduced (and, with the bucket view, parameters sent) in
-  // buckets of at most this many bytes, as DDP's bucket_cap_mb: the step's
-  // scratch is bounded by it, not by the model (a parameter larger than a
-  // bucket is reduced in a bucket of its own).
+  // Gradients are reduced and parameters sent in buckets of at most this
+  // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
+  // it, not by the model (a parameter larger than a bucket goes in a
+  // bucket of its own).
   int64_t bucket_bytes = int64_t{25} << 20;
 };
 

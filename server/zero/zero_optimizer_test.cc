@@ -249,8 +249,8 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
   }
 }
 
-// Passes every collective to gloo, counting the all-reduces: started(n)
-// says whether the n-th has begun.
+// Passes every collective to gloo, counting the all-reduces (started(n)
+// says whether the n-th has begun) and the bytes each kind was given.
 class CountingCommunicator : public Communicator {
  public:
   explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
@@ -262,6 +262,7 @@ class CountingCommunicator : public Communicator {
   }
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     ++calls_;
+    all_reduce_bytes += values.size() * sizeof(float);
     return inner_.AllReduce(values, op);
   }
   absl::Status Broadcast(absl::Span<float> values, int root) override {
@@ -278,14 +279,17 @@ class CountingCommunicator : public Communicator {
   absl::Status ReduceScatterBlocks(absl::Span<float> values,
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
+    reduce_scatter_bytes += values.size() * sizeof(float);
     return inner_.ReduceScatterBlocks(values, counts, op);
   }
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
+    all_gather_bytes += bytes.size();
     return inner_.AllGatherBlocks(bytes, counts);
   }
   absl::Status Barrier() override { return inner_.Barrier(); }
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    broadcast_bytes += bytes.size();
     return inner_.BroadcastBytes(bytes, root);
   }
   absl::Status GatherBytes(absl::Span<const char> input,
@@ -293,8 +297,17 @@ class CountingCommunicator : public Communicator {
     return inner_.GatherBytes(input, output, root);
   }
 
-  void StartCounting() { calls_ = 0; }
+  void StartCounting() {
+    calls_ = 0;
+    all_reduce_bytes = reduce_scatter_bytes = all_gather_bytes =
+        broadcast_bytes = 0;
+  }
   bool started(int n) const { return calls_ >= n; }
+
+  std::atomic<size_t> all_reduce_bytes{0};
+  std::atomic<size_t> reduce_scatter_bytes{0};
+  std::atomic<size_t> all_gather_bytes{0};
+  std::atomic<size_t> broadcast_bytes{0};
 
  private:
   Communicator& inner_;
@@ -378,6 +391,59 @@ TEST(ZeroOverlapTest, ARankStepsOneBucketWhileTheNextIsReduced) {
       came[r] = kind.came();
     });
     EXPECT_EQ(came[0], overlap) << "overlap=" << overlap;
+  }
+}
+
+// What each mode sends for a model of 6 fp32 parameters of 256 values
+// (6 KiB) in 2 KiB buckets: ZeRO-1 all-reduces the gradients and
+// broadcasts the parameters; gradient-sharded reduce-scatters the
+// gradients and all-gathers the parameters, with no broadcast at all.
+TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
+  constexpr size_t kModelBytes = 6 * 256 * sizeof(float);
+  for (bool sharded : {false, true}) {
+    for (bool overlap : {false, true}) {
+      zero_testing::OnRanks(2, [&](Communicator& gloo) {
+        const int r = gloo.rank();
+        CountingCommunicator c(gloo);
+        auto registry = OptimizerRegistry::WithBuiltins();
+        std::vector<Tensor> params, grads;
+        ParamGroup group;
+        group.hyperparameters = {{"lr", 0.1}};
+        std::vector<const Tensor*> pointers;
+        for (int i = 0; i < 6; ++i) {
+          params.push_back(zero_testing::Initial(0, i, ParamSpec{{256}}));
+          grads.push_back(zero_testing::Gradient(0, i, 0, r, ParamSpec{{256}}));
+        }
+        for (Tensor& p : params) group.params.push_back(&p);
+        for (const Tensor& g : grads) pointers.push_back(&g);
+        ZeroOptions options;
+        options.gradient_sharded = sharded;
+        options.overlap = overlap;
+        options.bucket_bytes = 2048;
+        auto zero = ZeroOptimizer::Create(&c, *registry->Find("sgd"), "sgd",
+                                          {group}, options);
+        ASSERT_TRUE(zero.ok()) << zero.status();
+        c.StartCounting();
+        absl::Status status = (*zero)->Step({pointers});
+        ASSERT_TRUE(status.ok()) << status;
+        const std::string mode =
+            absl::StrCat("sharded=", sharded, " overlap=", overlap);
+        // Beyond the header's all-reduce: one float per parameter and one
+        // for whether the rank is active.
+        const size_t header = (6 + 1) * sizeof(float);
+        if (sharded) {
+          EXPECT_EQ(c.all_reduce_bytes, header) << mode;
+          EXPECT_EQ(c.reduce_scatter_bytes, kModelBytes) << mode;
+          EXPECT_EQ(c.all_gather_bytes, kModelBytes) << mode;
+          EXPECT_EQ(c.broadcast_bytes, 0u) << mode;
+        } else {
+          EXPECT_EQ(c.all_reduce_bytes, header + kModelBytes) << mode;
+          EXPECT_EQ(c.reduce_scatter_bytes, 0u) << mode;
+          EXPECT_EQ(c.all_gather_bytes, 0u) << mode;
+          EXPECT_EQ(c.broadcast_bytes, kModelBytes) << mode;
+        }
+      });
+    }
   }
 }
 

@@ -50,12 +50,13 @@ ZeroInfo ZeroRunner::StatusLocked() const {
 
 void ZeroRunner::PublishLocked() {
   ZeroInfo status = StatusLocked();
-  // The bytes change only when state is first made (or a group is added):
+  // The bytes change only when state and scratch are first made (or a
+  // group is added):
   // most steps publish nothing, so a step pays no extra round trip to the
   // store. Steps are not published: the ranks step together.
   const std::string record =
       absl::StrCat(status.parameter_bytes, " ", status.gradient_bytes, " ",
-                   status.state_bytes);
+                   status.state_bytes, " ", status.scratch_bytes);
   GroupMembership* membership = resources_.membership->load();
   if (membership != nullptr && record != published_record_) {
     // Best effort: GetZero then lacks this rank's figures.
@@ -343,10 +344,11 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Get() const {
     std::vector<std::string> fields = absl::StrSplit(
         record.ok() ? *record : std::string(), ' ', absl::SkipEmpty());
     bytes.steps = status.steps;  // Every rank takes part in every step.
-    if (fields.size() == 3 &&
+    if (fields.size() == 4 &&
         absl::SimpleAtoi(fields[0], &bytes.parameter_bytes) &&
         absl::SimpleAtoi(fields[1], &bytes.gradient_bytes) &&
-        absl::SimpleAtoi(fields[2], &bytes.state_bytes)) {
+        absl::SimpleAtoi(fields[2], &bytes.state_bytes) &&
+        absl::SimpleAtoi(fields[3], &bytes.scratch_bytes)) {
       status.ranks.push_back(bytes);
     }
   }

@@ -1,0 +1,109 @@
+// The limit lines of the data-parallel benchmarks: gloo's collectives on
+// the same bytes with nothing around them. Two ranks as threads of this
+// process over loopback TCP (the daemons' ranks use the same transport),
+// through the communicator the daemons use: gloo's all-reduce, and the ring
+// reduce-scatter + all-gather over W equal blocks.
+#ifndef DISTOPT_BENCH_RAW_COLLECTIVES_H_
+#define DISTOPT_BENCH_RAW_COLLECTIVES_H_
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "bench/timing.h"
+#include "server/comm/gloo_communicator.h"
+#include "server/comm/key_value_store.h"
+#include "server/comm/rendezvous_store.h"
+
+namespace distopt {
+namespace bench {
+
+struct RawCollectiveSeconds {
+  double all_reduce = -1;
+  // Reduce-scatter then all-gather: what a gradient-sharded step sends.
+  double reduce_scatter_all_gather = -1;
+};
+
+// Median seconds of `iterations` collectives of `elements` fp32 values on
+// `world` ranks, after one untimed warm-up of each; -1 where one failed.
+inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
+                                               int iterations) {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  std::vector<std::vector<double>> all_reduce(world), sharded(world);
+  std::vector<bool> failed(world, false);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      GlooOptions options;
+      options.rank = r;
+      options.size = world;
+      options.timeout = absl::Minutes(5);
+      auto communicator = CreateGlooCommunicator(options, &rendezvous);
+      if (!communicator.ok()) {
+        std::printf("raw gloo rank %d: %s\n", r,
+                    communicator.status().ToString().c_str());
+        failed[r] = true;
+        return;
+      }
+      Communicator& comm = **communicator;
+      std::vector<float> values(elements, 1.0f + r);
+      std::vector<size_t> counts(world, elements / world);
+      counts.back() += elements % world;
+      std::vector<size_t> byte_counts;
+      for (size_t count : counts) byte_counts.push_back(count * sizeof(float));
+      for (int it = 0; it <= iterations; ++it) {
+        // The first of each is a warm-up; every call starts together.
+        bool ok = comm.Barrier().ok();
+        double seconds = SecondsOf([&] {
+          ok =
+              ok && comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
+        });
+        if (it > 0) all_reduce[r].push_back(seconds);
+        ok = ok && comm.Barrier().ok();
+        seconds = SecondsOf([&] {
+          ok = ok &&
+               comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
+                                        ReduceOp::kSum)
+                   .ok() &&
+               comm.AllGatherBlocks(
+                       absl::MakeSpan(reinterpret_cast<char*>(values.data()),
+                                      values.size() * sizeof(float)),
+                       byte_counts)
+                   .ok();
+        });
+        if (it > 0) sharded[r].push_back(seconds);
+        if (!ok) {
+          failed[r] = true;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  RawCollectiveSeconds result;
+  for (bool f : failed) {
+    if (f) return result;
+  }
+  // A collective ends when its slowest rank does.
+  std::vector<double> slowest_all_reduce, slowest_sharded;
+  for (int it = 0; it < iterations; ++it) {
+    double a = 0, s = 0;
+    for (int r = 0; r < world; ++r) {
+      a = std::max(a, all_reduce[r][it]);
+      s = std::max(s, sharded[r][it]);
+    }
+    slowest_all_reduce.push_back(a);
+    slowest_sharded.push_back(s);
+  }
+  result.all_reduce = Median(slowest_all_reduce);
+  result.reduce_scatter_all_gather = Median(slowest_sharded);
+  return result;
+}
+
+}  // namespace bench
+}  // namespace distopt
+
+#endif  // DISTOPT_BENCH_RAW_COLLECTIVES_H_
