@@ -2,7 +2,9 @@
 // fp32 parameters (20 x 2000 x 2000): the time to average the parameters
 // across the ranks, against PyTorch's PeriodicModelAverager over gloo on the
 // same machine in the same run (tools/bench/torch_model_averaging.py; goal:
-// faster), and what period 4 saves over an all-reduce of the gradients at
+// faster) and against the limit, gloo's all-reduce of the same bytes with
+// nothing around it (bench/raw_collectives.h; goal: at most 1.2 x), and
+// what period 4 saves over an all-reduce of the gradients at
 // every step (the bytes, and the time of 4 steps either way).
 //
 //   bazel run -c opt //bench:local_sgd_bench
@@ -25,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/data_parallel_ranks.h"
+#include "bench/raw_collectives.h"
 #include "bench/summary_reporter.h"
 #include "benchmark/benchmark.h"
 #include "client/data_parallel.h"
@@ -100,6 +103,15 @@ const std::map<std::string, double>& Torch() {
   return *figures;
 }
 
+// The raw all-reduce of the model's bytes, timed once.
+double RawAllReduce() {
+  static const double seconds =
+      bench::TimeRawCollectives(bench::kWorld, bench::Model().elements(),
+                                bench::kIterations)
+          .all_reduce;
+  return seconds;
+}
+
 // The averaging time: period 2 and no gradient reduction, so even steps
 // average and odd ones do not; the median of the first minus the median of
 // the second (both take one plain SGD step). Two warm-up steps.
@@ -121,6 +133,10 @@ void BM_Averaging(benchmark::State& state) {
     }
     averaging = Median(averaging_steps) - Median(plain_steps);
     state.SetIterationTime(std::max(averaging, 0.0));
+  }
+  if (RawAllReduce() > 0) {
+    state.counters["raw_allreduce_s"] = RawAllReduce();
+    state.counters["of_raw_allreduce"] = averaging / RawAllReduce();
   }
   state.counters["step_with_averaging_s"] = Median(averaging_steps);
   state.counters["step_without_s"] = Median(plain_steps);
@@ -187,6 +203,11 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
     const double seconds = run.GetAdjustedRealTime() / 1e3;
     std::string line =
         absl::StrFormat("distopt %-40s %.3f s", run.report_label, seconds);
+    if (value("of_raw_allreduce") >= 0) {
+      line +=
+          absl::StrFormat("  %.2fx the raw all-reduce of %.3f s (goal <= 1.2)",
+                          value("of_raw_allreduce"), value("raw_allreduce_s"));
+    }
     if (value("torch_ratio") >= 0) {
       line += absl::StrFormat(
           "  torch PeriodicModelAverager %.3f s: torch/distopt %.2fx "

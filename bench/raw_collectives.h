@@ -2,7 +2,8 @@
 // the same bytes with nothing around them. Two ranks as threads of this
 // process over loopback TCP (the daemons' ranks use the same transport),
 // through the communicator the daemons use: gloo's all-reduce, and the ring
-// reduce-scatter + all-gather over W equal blocks.
+// reduce-scatter + all-gather over W equal blocks. (The daemons' all-reduce
+// of a large array is that ring too; the limit line is gloo's own.)
 #ifndef DISTOPT_BENCH_RAW_COLLECTIVES_H_
 #define DISTOPT_BENCH_RAW_COLLECTIVES_H_
 
@@ -41,6 +42,7 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
       options.rank = r;
       options.size = world;
       options.timeout = absl::Minutes(5);
+      options.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
       auto communicator = CreateGlooCommunicator(options, &rendezvous);
       if (!communicator.ok()) {
         std::printf("raw gloo rank %d: %s\n", r,

@@ -4,10 +4,12 @@
 // flags, 3 when the device is unavailable, 4 when the address cannot be
 // bound, 5 when --checkpoint_dir holds a checkpoint that cannot be restored,
 // 6 when saving the checkpoint at shutdown failed.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -123,9 +125,24 @@ bool WritePortFile(const std::string& path, const std::string& address) {
   return std::rename(temporary.c_str(), path.c_str()) == 0;
 }
 
+// Tensors, gRPC messages and collective buckets are megabytes each, and
+// many are short-lived (a message's bytes, a released context's
+// gradients). glibc's default threshold for serving an allocation with its
+// own mapping rises to 32 MiB after the first large free, and below it
+// freed blocks stay in per-thread arenas, resident and often unusable by
+// the next thread. A fixed 1 MiB threshold returns every large block to
+// the system when it is freed: zero_step_bench measured the daemons' peaks
+// 20 to 70 MiB lower with it. MALLOC_MMAP_THRESHOLD_ in the
+// environment still decides where set.
+void ReturnLargeBlocksWhenFreed() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) return;
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  ReturnLargeBlocksWhenFreed();
   // Block the shutdown signals before any thread exists (gRPC's and
   // Abseil's threads inherit the mask), and take them synchronously below
   // with sigwait. A thread started earlier would still take SIGTERM with

@@ -25,6 +25,10 @@ namespace {
 
 // Slots of the ring collectives (gloo's own prefixes are 0x01 to 0x08).
 constexpr uint8_t kRingSlotPrefix = 0x41;
+// The pieces the ring reduce-scatter moves blocks in: small enough to stay
+// in cache between arriving and being added, large enough that a message
+// costs little.
+constexpr size_t kRingChunkBytes = size_t{1} << 20;
 
 // gloo's store interface over ours. gloo expects get() to block until the
 // key exists and failures to be thrown.
@@ -118,8 +122,11 @@ absl::Status Guard(absl::string_view what, Call call) {
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context,
-                   std::chrono::milliseconds timeout)
-      : context_(std::move(context)), timeout_(timeout) {}
+                   std::chrono::milliseconds timeout,
+                   size_t ring_all_reduce_min_bytes)
+      : context_(std::move(context)),
+        timeout_(timeout),
+        ring_all_reduce_min_bytes_(ring_all_reduce_min_bytes) {}
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -128,6 +135,10 @@ class GlooCommunicator : public Communicator {
   }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    if (ring_all_reduce_min_bytes_ > 0 && size() > 1 &&
+        values.size() * sizeof(float) >= ring_all_reduce_min_bytes_) {
+      return RingAllReduce(values, op);
+    }
     absl::Status status = Guard("all-reduce", [&] {
       gloo::AllreduceOptions options(context_);
       options.setOutput(values.data(), values.size());
@@ -215,8 +226,10 @@ class GlooCommunicator : public Communicator {
 
   // A ring: at step s, this rank sends block (rank - s - 1) to the next
   // rank and adds block (rank - s - 2) from the previous one into its own
-  // copy; after W - 1 steps its own block holds every rank's sum. Scratch:
-  // one block.
+  // copy; after W - 1 steps its own block holds every rank's sum. Blocks
+  // travel in chunks, and a chunk is added while the next one arrives (as
+  // gloo's chunked ring all-reduce does), so the additions hide behind the
+  // transfer. Scratch: two chunks.
   absl::Status ReduceScatterBlocks(absl::Span<float> values,
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
@@ -227,30 +240,51 @@ class GlooCommunicator : public Communicator {
     const int r = rank();
     if (w > 1) {
       const size_t largest = *std::max_element(counts.begin(), counts.end());
-      std::vector<float> incoming(std::max<size_t>(largest, 1));
+      // A chunk's slot is (step, chunk) below the tag's: at most 2^16
+      // chunks per block.
+      const size_t chunk = std::max<size_t>(kRingChunkBytes / sizeof(float),
+                                            (largest >> 16) + 1);
+      std::vector<float> incoming(
+          2 * std::min(chunk, std::max<size_t>(largest, 1)));
       absl::Status status = Guard("reduce-scatter", [&] {
         auto outgoing = context_->createUnboundBuffer(
             values.data(), values.size() * sizeof(float));
         auto received = context_->createUnboundBuffer(
             incoming.data(), incoming.size() * sizeof(float));
-        const uint32_t tag = next_tag_++;
+        const uint64_t base = gloo::Slot::build(kRingSlotPrefix, next_tag_++);
+        auto slot = [&](int step, size_t c) {
+          return base + (static_cast<uint64_t>(step) << 16) + c;
+        };
+        auto chunks = [&](size_t count) { return (count + chunk - 1) / chunk; };
         for (int s = 0; s < w - 1; ++s) {
           const int send = Mod(r - s - 1, w);
           const int receive = Mod(r - s - 2, w);
-          const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag) + s;
-          if (counts[send] > 0) {
-            outgoing->send(Mod(r + 1, w), slot,
-                           (*offsets)[send] * sizeof(float),
-                           counts[send] * sizeof(float));
+          for (size_t c = 0; c < chunks(counts[send]); ++c) {
+            const size_t length = std::min(chunk, counts[send] - c * chunk);
+            outgoing->send(Mod(r + 1, w), slot(s, c),
+                           ((*offsets)[send] + c * chunk) * sizeof(float),
+                           length * sizeof(float));
           }
-          if (counts[receive] > 0) {
-            received->recv(Mod(r - 1, w), slot, 0,
-                           counts[receive] * sizeof(float));
+          const size_t receiving = chunks(counts[receive]);
+          auto post = [&](size_t c) {
+            const size_t length = std::min(chunk, counts[receive] - c * chunk);
+            received->recv(Mod(r - 1, w), slot(s, c),
+                           (c % 2) * chunk * sizeof(float),
+                           length * sizeof(float));
+          };
+          for (size_t c = 0; c < std::min<size_t>(2, receiving); ++c) post(c);
+          for (size_t c = 0; c < receiving; ++c) {
+            // Chunks from one peer arrive in order.
             received->waitRecv(timeout_);
-            float* into = values.data() + (*offsets)[receive];
-            for (size_t e = 0; e < counts[receive]; ++e) into[e] += incoming[e];
+            const size_t length = std::min(chunk, counts[receive] - c * chunk);
+            const float* in = incoming.data() + (c % 2) * chunk;
+            float* into = values.data() + (*offsets)[receive] + c * chunk;
+            for (size_t e = 0; e < length; ++e) into[e] += in[e];
+            if (c + 2 < receiving) post(c + 2);
           }
-          if (counts[send] > 0) outgoing->waitSend(timeout_);
+          for (size_t c = 0; c < chunks(counts[send]); ++c) {
+            outgoing->waitSend(timeout_);
+          }
         }
       });
       if (!status.ok()) return status;
@@ -304,6 +338,22 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  // Equal blocks (the first ones one element longer), each reduced on its
+  // rank and then gathered by all: every rank ends with the same bytes.
+  absl::Status RingAllReduce(absl::Span<float> values, ReduceOp op) {
+    const size_t w = static_cast<size_t>(size());
+    std::vector<size_t> counts(w, values.size() / w);
+    for (size_t r = 0; r < values.size() % w; ++r) ++counts[r];
+    absl::Status status = ReduceScatterBlocks(values, counts, op);
+    if (!status.ok()) return status;
+    std::vector<size_t> bytes;
+    for (size_t count : counts) bytes.push_back(count * sizeof(float));
+    return AllGatherBlocks(
+        absl::MakeSpan(reinterpret_cast<char*>(values.data()),
+                       values.size() * sizeof(float)),
+        bytes);
+  }
+
   static int Mod(int value, int modulus) {
     return ((value % modulus) + modulus) % modulus;
   }
@@ -362,6 +412,7 @@ class GlooCommunicator : public Communicator {
   // Every rank issues the same collectives in the same order, so the tags
   // match.
   uint32_t next_tag_ = 1;
+  const size_t ring_all_reduce_min_bytes_;
 };
 
 }  // namespace
@@ -388,8 +439,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     context->connectFullMesh(adapter, device);
   });
   if (!status.ok()) return status;
-  return std::unique_ptr<Communicator>(
-      new GlooCommunicator(std::move(context), timeout));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(
+      std::move(context), timeout, options.ring_all_reduce_min_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooSubgroup(

@@ -28,6 +28,11 @@ struct GlooOptions {
   // Polled while waiting for peers at the rendezvous: true gives up
   // (CANCELLED), so a daemon shutting down need not wait out the timeout.
   std::function<bool()> cancelled;
+  // All-reduces of at least this many bytes run as the ring reduce-scatter
+  // then all-gather (the chunked ring pipelines its additions with the
+  // transfer, and measured faster than gloo's own all-reduce on large
+  // arrays); smaller ones, and all with 0, use gloo's all-reduce.
+  size_t ring_all_reduce_min_bytes = size_t{1} << 20;
 };
 
 // Connects to every other rank (all ranks call this together).

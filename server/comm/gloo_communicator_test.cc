@@ -48,13 +48,51 @@ TEST(GlooCommunicatorTest, AllReduceBroadcastAllGatherBarrier) {
   });
 }
 
+// An all-reduce of 1 MiB or more takes the ring (reduce-scatter then
+// all-gather, equal blocks but for one element): the same sums as gloo's
+// own all-reduce, every rank with the same bits, for a size that W does not
+// divide; and the average.
+TEST(GlooCommunicatorTest, LargeAllReducesTakeTheRingAndMatchGloosOwn) {
+  const size_t elements = (1 << 20) / sizeof(float) * 3 + 2;
+  for (int world : {2, 3}) {
+    OnGlooRanks(world, [&](Communicator& c) {
+      std::vector<float> values(elements);
+      for (size_t e = 0; e < elements; ++e) {
+        values[e] = static_cast<float>((e * 5 + c.rank() * 11) % 32) / 4.0f;
+      }
+      std::vector<float> averaged = values;
+      ASSERT_TRUE(c.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok());
+      ASSERT_TRUE(
+          c.AllReduce(absl::MakeSpan(averaged), ReduceOp::kAverage).ok());
+      for (size_t e = 0; e < elements; ++e) {
+        float sum = 0;
+        for (int r = 0; r < c.size(); ++r) {
+          sum += static_cast<float>((e * 5 + r * 11) % 32) / 4.0f;
+        }
+        ASSERT_EQ(values[e], sum) << "world " << world << " element " << e;
+        ASSERT_EQ(averaged[e], sum * (1.0f / c.size())) << e;
+      }
+    });
+  }
+}
+
 // The ring reduce-scatter over blocks of any size (empty ones too): each
 // rank's own block ends with the exact sum over ranks, for 2 to 5 ranks.
+// The last two cases send blocks in several chunks (1 MiB each): of
+// exactly two chunks, of two and a bit, and below one.
 TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
+  constexpr size_t kChunk = (1 << 20) / sizeof(float);
+  std::vector<std::vector<size_t>> cases;
   for (int world = 2; world <= 5; ++world) {
-    std::vector<size_t> counts;
-    for (int r = 0; r < world; ++r)
-      counts.push_back(r == 1 ? 0 : 1000 + 37 * r);
+    cases.emplace_back();
+    for (int r = 0; r < world; ++r) {
+      cases.back().push_back(r == 1 ? 0 : 1000 + 37 * r);
+    }
+  }
+  cases.push_back({2 * kChunk, 2 * kChunk + 5, 0});
+  cases.push_back({2 * kChunk + 5, 1, 2 * kChunk, kChunk - 1});
+  for (const std::vector<size_t>& counts : cases) {
+    const int world = static_cast<int>(counts.size());
     size_t total = 0;
     for (size_t count : counts) total += count;
     OnGlooRanks(world, [&](Communicator& c) {

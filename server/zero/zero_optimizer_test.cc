@@ -223,7 +223,7 @@ TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
 }
 
 // The step's scratch is bounded by the bucket size, not by the model: a
-// model of 40 parameters of 4096 floats (640 KiB) with 16 KiB buckets
+// model of 160 parameters of 1024 floats (640 KiB) with 16 KiB buckets
 // keeps two gradient buckets and one parameter bucket at most.
 TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
   for (bool sharded : {false, true}) {
@@ -232,7 +232,7 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
       s.kind = "sgd";
       s.world = 2;
       s.steps = 2;
-      s.groups = {std::vector<ParamSpec>(40, ParamSpec{{4096}})};
+      s.groups = {std::vector<ParamSpec>(160, ParamSpec{{1024}})};
       s.hyperparameters = {{{"lr", 0.1}}};
       s.options.gradient_sharded = sharded;
       s.options.overlap = overlap;
