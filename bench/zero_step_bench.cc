@@ -217,8 +217,11 @@ const bench::RawCollectiveSeconds& Limit(const Model& model) {
   if (found == limits->end()) {
     found = limits
                 ->emplace(model.elements(),
-                          bench::TimeRawCollectives(kWorld, model.elements(),
-                                                    kIterations))
+                          bench::TimeRawCollectives(
+                              kWorld, model.elements(),
+                              // Small ones take a millisecond or less:
+                              // more of them to steady the median.
+                              model.bytes() < (16 << 20) ? 100 : kIterations))
                 .first;
   }
   return found->second;
