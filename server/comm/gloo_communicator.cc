@@ -19,6 +19,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
+#include "server/comm/block_offsets.h"
 
 namespace distopt {
 namespace {
@@ -234,7 +235,7 @@ class GlooCommunicator : public Communicator {
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
     absl::StatusOr<std::vector<size_t>> offsets =
-        BlockOffsets(counts, values.size(), "values");
+        RingOffsets(counts, values.size(), "values");
     if (!offsets.ok()) return offsets.status();
     const int w = size();
     const int r = rank();
@@ -302,7 +303,7 @@ class GlooCommunicator : public Communicator {
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
     absl::StatusOr<std::vector<size_t>> offsets =
-        BlockOffsets(counts, bytes.size(), "bytes");
+        RingOffsets(counts, bytes.size(), "bytes");
     if (!offsets.ok()) return offsets.status();
     const int w = size();
     const int r = rank();
@@ -358,31 +359,16 @@ class GlooCommunicator : public Communicator {
     return ((value % modulus) + modulus) % modulus;
   }
 
-  // Where each block starts: INVALID_ARGUMENT unless there is a count per
-  // rank and they add up to `total`.
-  absl::StatusOr<std::vector<size_t>> BlockOffsets(
+  // The blocks' offsets (see BlockOffsets); the ring's slots also limit
+  // the group to 255 ranks.
+  absl::StatusOr<std::vector<size_t>> RingOffsets(
       absl::Span<const size_t> counts, size_t total,
       absl::string_view field) const {
-    if (counts.size() != static_cast<size_t>(size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("counts: ", counts.size(),
-                       " blocks; expected one per rank (", size(), ")"));
-    }
     if (size() > 255) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group: ", size(), " ranks; the ring collectives take at most 255"));
     }
-    std::vector<size_t> offsets;
-    size_t sum = 0;
-    for (size_t count : counts) {
-      offsets.push_back(sum);
-      sum += count;
-    }
-    if (sum != total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", total, " elements; the counts add up to ", sum));
-    }
-    return offsets;
+    return BlockOffsets(counts, size(), total, field);
   }
 
   absl::Status CheckRoot(int root) const {

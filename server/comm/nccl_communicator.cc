@@ -7,9 +7,11 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/comm/block_offsets.h"
 
 namespace distopt {
 namespace {
@@ -95,29 +97,51 @@ class NcclCommunicator : public Communicator {
     });
   }
 
-  // In place on device memory, with NCCL's own reduce-scatter and
-  // all-gather: blocks of one size only (NCCL has no "v" variants).
+  // In place on device memory. Blocks of one size take NCCL's own
+  // reduce-scatter; others (NCCL has no "v" variant) one reduce per block
+  // to its rank, fused into one group so NCCL runs them together.
   absl::Status ReduceScatterBlocks(absl::Span<float> values,
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
-    absl::Status even = CheckEvenBlocks(counts, values.size());
-    if (!even.ok()) return even;
-    const size_t block = counts[0];
+    absl::StatusOr<std::vector<size_t>> offsets =
+        BlockOffsets(counts, size_, values.size(), "values");
+    if (!offsets.ok()) return offsets.status();
+    const ncclRedOp_t reduction = op == ReduceOp::kSum ? ncclSum : ncclAvg;
+    if (EvenBlocks(counts)) {
+      return Run("reduce-scatter", [&] {
+        return ncclReduceScatter(values.data(),
+                                 values.data() + (*offsets)[rank_], counts[0],
+                                 ncclFloat32, reduction, comm_, stream_);
+      });
+    }
     return Run("reduce-scatter", [&] {
-      return ncclReduceScatter(
-          values.data(), values.data() + rank_ * block, block, ncclFloat32,
-          op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
+      return PerBlock(counts, [&](int r) {
+        float* block = values.data() + (*offsets)[r];
+        return ncclReduce(block, block, counts[r], ncclFloat32, reduction, r,
+                          comm_, stream_);
+      });
     });
   }
 
+  // In place: NCCL's all-gather for blocks of one size, otherwise one
+  // broadcast per block from its rank, in one group.
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
-    absl::Status even = CheckEvenBlocks(counts, bytes.size());
-    if (!even.ok()) return even;
-    const size_t block = counts[0];
+    absl::StatusOr<std::vector<size_t>> offsets =
+        BlockOffsets(counts, size_, bytes.size(), "bytes");
+    if (!offsets.ok()) return offsets.status();
+    if (EvenBlocks(counts)) {
+      return Run("all-gather", [&] {
+        return ncclAllGather(bytes.data() + (*offsets)[rank_], bytes.data(),
+                             counts[0], ncclChar, comm_, stream_);
+      });
+    }
     return Run("all-gather", [&] {
-      return ncclAllGather(bytes.data() + rank_ * block, bytes.data(), block,
-                           ncclChar, comm_, stream_);
+      return PerBlock(counts, [&](int r) {
+        char* block = bytes.data() + (*offsets)[r];
+        return ncclBroadcast(block, block, counts[r], ncclChar, r, comm_,
+                             stream_);
+      });
     });
   }
 
@@ -176,17 +200,21 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
-  absl::Status CheckEvenBlocks(absl::Span<const size_t> counts,
-                               size_t total) const {
-    if (counts.size() != static_cast<size_t>(size_) ||
-        std::adjacent_find(counts.begin(), counts.end(),
-                           std::not_equal_to<size_t>()) != counts.end() ||
-        counts[0] * size_ != total) {
-      return absl::UnimplementedError(
-          "counts: NCCL takes blocks of one size, one per rank, adding up to "
-          "the buffer");
+  static bool EvenBlocks(absl::Span<const size_t> counts) {
+    return std::adjacent_find(counts.begin(), counts.end(),
+                              std::not_equal_to<size_t>()) == counts.end();
+  }
+
+  // block(r) for every rank's non-empty block, in one NCCL group.
+  template <typename Block>
+  ncclResult_t PerBlock(absl::Span<const size_t> counts, Block block) {
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    for (int r = 0; r < size_ && result == ncclSuccess; ++r) {
+      if (counts[r] > 0) result = block(r);
     }
-    return absl::OkStatus();
+    const ncclResult_t ended = ncclGroupEnd();
+    return result != ncclSuccess ? result : ended;
   }
 
   absl::Status CheckRoot(int root) const {

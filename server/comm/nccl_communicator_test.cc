@@ -1,8 +1,9 @@
 // The NCCL communicator. Without a GPU (or without NCCL in the build) its
 // creation is a clear FAILED_PRECONDITION; on one GPU every collective runs
 // at world size 1; with two GPUs, two ranks (threads, one per device) sum,
-// broadcast and gather, and a rank that stops taking part is a
-// DEADLINE_EXCEEDED on the other within the timeout, not a hang.
+// broadcast, reduce-scatter and gather blocks of one or two sizes, and a
+// rank that stops taking part is a DEADLINE_EXCEEDED on the other within
+// the timeout, not a hang.
 #include "server/comm/nccl_communicator.h"
 
 #include <thread>
@@ -76,6 +77,10 @@ TEST(NcclCommunicatorTest, EveryCollectiveRunsOnOneGpu) {
   absl::Span<char> out(static_cast<char*>(bytes.data()), bytes.byte_size());
   ASSERT_TRUE(c.GatherBytes(in, out, 0).ok());
   EXPECT_THAT(ToHost(bytes), ElementsAre(1, 2, 3));
+  ASSERT_TRUE(c.ReduceScatterBlocks(Floats(values), {3}, ReduceOp::kSum).ok());
+  EXPECT_THAT(ToHost(values), ElementsAre(1, 2, 3));
+  EXPECT_EQ(c.ReduceScatterBlocks(Floats(values), {2}, ReduceOp::kSum).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(c.Barrier().ok());
   EXPECT_EQ(c.Broadcast(Floats(values), 3).code(),
             absl::StatusCode::kInvalidArgument);
@@ -102,6 +107,25 @@ TEST(NcclCommunicatorTest, TwoRanksOnTwoGpusAndALostRankTimesOut) {
       Tensor mine = OnDevice({static_cast<float>(r)}, r);
       ASSERT_TRUE(c.Broadcast(Floats(mine), 1).ok());
       EXPECT_THAT(ToHost(mine), ElementsAre(1));
+      // Blocks of one size (NCCL's reduce-scatter and all-gather) and of
+      // two sizes (a reduce, then a broadcast, per block).
+      for (const std::vector<size_t>& counts :
+           {std::vector<size_t>{2, 2}, std::vector<size_t>{3, 1}}) {
+        Tensor blocks = OnDevice({1.0f + r, 2, 3, 4}, r);
+        ASSERT_TRUE(
+            c.ReduceScatterBlocks(Floats(blocks), counts, ReduceOp::kSum).ok());
+        std::vector<float> reduced = ToHost(blocks);
+        const std::vector<float> sums = {3, 4, 6, 8};
+        const size_t begin = r == 0 ? 0 : counts[0];
+        for (size_t e = begin; e < begin + counts[r]; ++e) {
+          EXPECT_EQ(reduced[e], sums[e]) << "rank " << r << " element " << e;
+        }
+        absl::Span<char> bytes(static_cast<char*>(blocks.data()),
+                               blocks.byte_size());
+        const std::vector<size_t> byte_counts = {4 * counts[0], 4 * counts[1]};
+        ASSERT_TRUE(c.AllGatherBlocks(bytes, byte_counts).ok());
+        EXPECT_THAT(ToHost(blocks), ElementsAre(3, 4, 6, 8));
+      }
       if (r == 1) return;  // Rank 1 stops taking part.
       const absl::Time start = absl::Now();
       absl::Status lost = c.AllReduce(Floats(values), ReduceOp::kSum);
