@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "bench/timing.h"
 #include "client/client.h"
 #include "client/local_worker.h"
+#include "common/shape.h"
 
 namespace distopt {
 namespace bench {
@@ -50,11 +52,7 @@ struct Model {
   int count = kLayers;
   std::vector<int64_t> shape = {kSize, kSize};
 
-  int64_t elements() const {
-    int64_t each = 1;
-    for (int64_t dim : shape) each *= dim;
-    return each * count;
-  }
+  int64_t elements() const { return NumElements(shape) * count; }
   int64_t bytes() const { return elements() * 4; }
   static std::string Name(int index) {
     return absl::StrCat("layer", index, ".weight");
@@ -157,6 +155,9 @@ inline bool StartRanks(Client& client, Ranks& ranks,
   });
   if (!created) return false;
   for (const auto& daemon : ranks.daemons) {
+    // The peak so far (making the parameters) is not the step's: the
+    // kernel resets VmHWM to the present RSS on "5" in clear_refs.
+    std::ofstream(absl::StrCat("/proc/", daemon->pid(), "/clear_refs")) << "5";
     ranks.parameters_rss_kb.push_back(ProcKb(daemon->pid(), "VmRSS"));
   }
   return PushGradients(client, ranks);

@@ -9,14 +9,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <memory>
-#include <thread>
 #include <vector>
 
 #include "bench/timing.h"
-#include "server/comm/gloo_communicator.h"
-#include "server/comm/key_value_store.h"
-#include "server/comm/rendezvous_store.h"
+#include "server/comm/testing/gloo_threads.h"
 
 namespace distopt {
 namespace bench {
@@ -31,60 +27,51 @@ struct RawCollectiveSeconds {
 // `world` ranks, after one untimed warm-up of each; -1 where one failed.
 inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
                                                int iterations) {
-  KeyValueStore store;
-  LocalRendezvousStore rendezvous(&store);
   std::vector<std::vector<double>> all_reduce(world), sharded(world);
   std::vector<bool> failed(world, false);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world; ++r) {
-    ranks.emplace_back([&, r] {
-      GlooOptions options;
-      options.rank = r;
-      options.size = world;
-      options.timeout = absl::Minutes(5);
-      options.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
-      auto communicator = CreateGlooCommunicator(options, &rendezvous);
-      if (!communicator.ok()) {
-        std::printf("raw gloo rank %d: %s\n", r,
-                    communicator.status().ToString().c_str());
-        failed[r] = true;
-        return;
-      }
-      Communicator& comm = **communicator;
-      std::vector<float> values(elements, 1.0f + r);
-      std::vector<size_t> counts(world, elements / world);
-      counts.back() += elements % world;
-      std::vector<size_t> byte_counts;
-      for (size_t count : counts) byte_counts.push_back(count * sizeof(float));
-      for (int it = 0; it <= iterations; ++it) {
-        // The first of each is a warm-up; every call starts together.
-        bool ok = comm.Barrier().ok();
-        double seconds = SecondsOf([&] {
-          ok =
-              ok && comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
-        });
-        if (it > 0) all_reduce[r].push_back(seconds);
-        ok = ok && comm.Barrier().ok();
-        seconds = SecondsOf([&] {
-          ok = ok &&
-               comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
-                                        ReduceOp::kSum)
-                   .ok() &&
-               comm.AllGatherBlocks(
-                       absl::MakeSpan(reinterpret_cast<char*>(values.data()),
-                                      values.size() * sizeof(float)),
-                       byte_counts)
-                   .ok();
-        });
-        if (it > 0) sharded[r].push_back(seconds);
-        if (!ok) {
-          failed[r] = true;
-          return;
+  GlooOptions base;
+  base.timeout = absl::Minutes(5);
+  base.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
+  absl::Status made = OnGlooThreads(
+      world, base,
+      [&](Communicator& comm, const GlooOptions& options, RendezvousStore*) {
+        const int r = options.rank;
+        std::vector<float> values(elements, 1.0f + r);
+        std::vector<size_t> counts(world, elements / world);
+        counts.back() += elements % world;
+        std::vector<size_t> byte_counts;
+        for (size_t count : counts) {
+          byte_counts.push_back(count * sizeof(float));
         }
-      }
-    });
+        for (int it = 0; it <= iterations; ++it) {
+          // The first of each is a warm-up; every call starts together.
+          bool ok = comm.Barrier().ok();
+          double seconds = SecondsOf([&] {
+            ok = ok &&
+                 comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
+          });
+          if (it > 0) all_reduce[r].push_back(seconds);
+          ok = ok && comm.Barrier().ok();
+          seconds = SecondsOf([&] {
+            ok = ok &&
+                 comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
+                                          ReduceOp::kSum)
+                     .ok() &&
+                 comm.AllGatherBlocks(AsBytes(absl::MakeSpan(values)),
+                                      byte_counts)
+                     .ok();
+          });
+          if (it > 0) sharded[r].push_back(seconds);
+          if (!ok) {
+            failed[r] = true;
+            return;
+          }
+        }
+      });
+  if (!made.ok()) {
+    std::printf("raw gloo ranks: %s\n", made.ToString().c_str());
+    return RawCollectiveSeconds();
   }
-  for (std::thread& rank : ranks) rank.join();
   RawCollectiveSeconds result;
   for (bool f : failed) {
     if (f) return result;

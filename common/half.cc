@@ -1,5 +1,6 @@
 #include "common/half.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace distopt {
@@ -110,6 +111,34 @@ void BFloat16ToFloat(absl::Span<const uint16_t> in, absl::Span<float> out) {
 
 void FloatToBFloat16(absl::Span<const float> in, absl::Span<uint16_t> out) {
   for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToBFloat16(in[i]);
+}
+
+void WidenToFloat(DType dtype, const void* in, absl::Span<float> out) {
+  const auto* bits = static_cast<const uint16_t*>(in);
+  switch (dtype) {
+    case DType::kFloat16:
+      HalfToFloat(absl::MakeConstSpan(bits, out.size()), out);
+      break;
+    case DType::kBFloat16:
+      BFloat16ToFloat(absl::MakeConstSpan(bits, out.size()), out);
+      break;
+    default:
+      std::copy_n(static_cast<const float*>(in), out.size(), out.begin());
+  }
+}
+
+void NarrowFromFloat(absl::Span<const float> in, DType dtype, void* out) {
+  auto* bits = static_cast<uint16_t*>(out);
+  switch (dtype) {
+    case DType::kFloat16:
+      FloatToHalf(in, absl::MakeSpan(bits, in.size()));
+      break;
+    case DType::kBFloat16:
+      FloatToBFloat16(in, absl::MakeSpan(bits, in.size()));
+      break;
+    default:
+      std::copy(in.begin(), in.end(), static_cast<float*>(out));
+  }
 }
 
 }  // namespace distopt

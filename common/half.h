@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "common/dtype.h"
 
 namespace distopt {
 
@@ -23,6 +24,12 @@ void HalfToFloat(absl::Span<const uint16_t> in, absl::Span<float> out);
 void FloatToHalf(absl::Span<const float> in, absl::Span<uint16_t> out);
 void BFloat16ToFloat(absl::Span<const uint16_t> in, absl::Span<float> out);
 void FloatToBFloat16(absl::Span<const float> in, absl::Span<uint16_t> out);
+
+// Values of a floating dtype (float32, float16 or bfloat16) at `in`, one
+// per element of `out`, as fp32 (copied for float32).
+void WidenToFloat(DType dtype, const void* in, absl::Span<float> out);
+// fp32 values into `out` as `dtype` (float32, float16 or bfloat16).
+void NarrowFromFloat(absl::Span<const float> in, DType dtype, void* out);
 
 }  // namespace distopt
 

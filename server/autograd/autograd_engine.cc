@@ -25,8 +25,6 @@ absl::Status ReplyTooLarge(absl::string_view what, int64_t bytes,
 
 absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
                                                       int64_t reply_limit) {
-  absl::Status status = ValidateContextId(call.context_id, "context_id");
-  if (!status.ok()) return status;
   absl::StatusOr<const AutogradOp*> op = ops_->Find(call.op);
   if (!op.ok()) return op.status();
   absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
@@ -36,7 +34,6 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
   if (!parameters.ok()) return parameters.status();
   AutogradContext::ForwardRecord record;
   record.op = call.op;
-  record.inputs = call.inputs.size();
   absl::StatusOr<std::vector<Tensor>> outputs;
   {
     // Shared locks: a concurrent step cannot change the values mid-forward.
@@ -169,8 +166,6 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> AutogradEngine::Backward(
 absl::Status AutogradEngine::AccumulateGradients(
     uint64_t context_id, const std::vector<ParameterGradient>& gradients,
     absl::string_view caller) {
-  absl::Status status = ValidateContextId(context_id, "context_id");
-  if (!status.ok()) return status;
   // Check every gradient before adding any, so a bad one changes nothing.
   std::vector<std::shared_ptr<Parameter>> targets;
   std::vector<GradientUpdate> updates(gradients.size());
@@ -201,8 +196,8 @@ absl::Status AutogradEngine::AccumulateGradients(
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       contexts_->GetOrCreate(context_id, caller, &created);
   if (!context.ok()) return context.status();
-  status = (*context)->Accumulate(updates, parameters_->backend(),
-                                  parameters_->budget());
+  absl::Status status = (*context)->Accumulate(updates, parameters_->backend(),
+                                               parameters_->budget());
   // A refused call leaves no context behind.
   if (!status.ok() && created) contexts_->ReleaseIfUnused(*context);
   return status;
@@ -215,11 +210,13 @@ absl::StatusOr<std::vector<ParameterGradient>> AutogradEngine::GetGradients(
       contexts_->Find(context_id, caller);
   if (!context.ok()) return context.status();
   const std::vector<uint64_t> ids =
-      parameter_ids.empty() ? (*context)->Info().parameter_ids : parameter_ids;
+      parameter_ids.empty() ? (*context)->GradientIds() : parameter_ids;
+  std::vector<std::optional<Tensor>> gradients = (*context)->Gradients(ids);
   std::vector<ParameterGradient> result;
   int64_t bytes = 0;
-  for (uint64_t id : ids) {
-    std::optional<Tensor> gradient = (*context)->Gradient(id);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t id = ids[i];
+    std::optional<Tensor>& gradient = gradients[i];
     if (!gradient.has_value()) continue;
     bytes += gradient->byte_size();
     if (bytes > reply_limit) {

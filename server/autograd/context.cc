@@ -151,11 +151,26 @@ void AutogradContext::EndBackward(uint64_t forward_id, bool done) {
       done ? StoredForward::Backward::kDone : StoredForward::Backward::kNone;
 }
 
-std::optional<Tensor> AutogradContext::Gradient(uint64_t parameter_id) const {
+std::vector<std::optional<Tensor>> AutogradContext::Gradients(
+    absl::Span<const uint64_t> parameter_ids) const {
+  std::vector<std::optional<Tensor>> gradients;
+  gradients.reserve(parameter_ids.size());
   absl::MutexLock lock(&mutex_);
-  auto it = gradients_.find(parameter_id);
-  if (it == gradients_.end()) return std::nullopt;
-  return it->second.values;
+  for (uint64_t id : parameter_ids) {
+    auto it = gradients_.find(id);
+    gradients.push_back(it == gradients_.end()
+                            ? std::nullopt
+                            : std::optional<Tensor>(it->second.values));
+  }
+  return gradients;
+}
+
+std::vector<uint64_t> AutogradContext::GradientIds() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<uint64_t> ids;
+  ids.reserve(gradients_.size());
+  for (const auto& [id, gradient] : gradients_) ids.push_back(id);
+  return ids;
 }
 
 bool AutogradContext::empty() const {

@@ -2,9 +2,11 @@
 // daemon: the gradients it accumulated, by parameter id, on the parameters'
 // device, and the forwards recorded in it with what their backwards need.
 // Two accumulations of one parameter's gradient add up. Everything it holds
-// counts against the daemon's memory budget. Thread-safe; a step that reads
-// gradients while the same context still accumulates sees either value, so
-// trainers finish their backward pass before they step (as with torch).
+// counts against the daemon's memory budget. Its bookkeeping is
+// thread-safe; gradient values are added in place and read (by a step, by
+// GetGradients) without a copy, so a read while the same context still
+// accumulates may see a mix of before and after: trainers finish their
+// backward pass before they step or read (as with torch).
 #ifndef DISTOPT_SERVER_AUTOGRAD_CONTEXT_H_
 #define DISTOPT_SERVER_AUTOGRAD_CONTEXT_H_
 
@@ -78,7 +80,6 @@ class AutogradContext {
     std::vector<uint64_t> parameter_ids;
     std::vector<uint64_t> parameter_versions;
     std::vector<std::pair<DType, Shape>> outputs;
-    size_t inputs = 0;
   };
   // Stores a forward; returns its id (1, 2, ... within the context).
   uint64_t AddForward(ForwardRecord record) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -102,9 +103,17 @@ class AutogradContext {
   // the forward may be backpropagated again.
   void EndBackward(uint64_t forward_id, bool done) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // The parameter's gradient (sharing storage), or nullopt when it has none.
-  std::optional<Tensor> Gradient(uint64_t parameter_id) const
+  // The parameters' gradients (sharing storage; nullopt where one has
+  // none), in the order asked for, under one lock.
+  std::vector<std::optional<Tensor>> Gradients(
+      absl::Span<const uint64_t> parameter_ids) const
       ABSL_LOCKS_EXCLUDED(mutex_);
+  std::optional<Tensor> Gradient(uint64_t parameter_id) const
+      ABSL_LOCKS_EXCLUDED(mutex_) {
+    return Gradients({parameter_id})[0];
+  }
+  // The ids of the parameters with a gradient, in id order.
+  std::vector<uint64_t> GradientIds() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // True when the context holds no gradient and no forward.
   bool empty() const ABSL_LOCKS_EXCLUDED(mutex_);

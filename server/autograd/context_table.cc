@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/page_after.h"
 
 namespace distopt {
 
@@ -33,6 +34,8 @@ ContextTable::ContextTable(absl::Duration time_to_live, MemoryBudget* budget,
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
     uint64_t id, absl::string_view caller, bool* created) {
+  absl::Status valid = ValidateContextId(id, "context_id");
+  if (!valid.ok()) return valid;
   const absl::Time now = clock_();
   absl::MutexLock lock(&mutex_);
   if (created != nullptr) *created = false;
@@ -42,7 +45,7 @@ absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
     it->second->Touch(now);
     return it->second;
   }
-  absl::StatusOr<Reservation> reservation = budget_->Reserve(
+  absl::StatusOr<Reservation> reservation = budget_->ReserveTotal(
       kContextOverheadBytes, absl::StrCat("autograd context ", id));
   if (!reservation.ok()) return reservation.status();
   auto context = std::make_shared<AutogradContext>(
@@ -66,6 +69,9 @@ void ContextTable::ReleaseIfUnused(
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(
     uint64_t id, absl::string_view caller) const {
+  absl::Status valid = ValidateContextId(id, "context_id");
+  if (!valid.ok()) return valid;
+  const absl::Time now = clock_();
   absl::MutexLock lock(&mutex_);
   auto it = contexts_.find(id);
   if (it == contexts_.end()) {
@@ -75,7 +81,7 @@ absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::Find(
         "being idle)"));
   }
   if (it->second->owner() != caller) return NotTheOwner(id);
-  it->second->Touch(clock_());
+  it->second->Touch(now);
   return it->second;
 }
 
@@ -91,21 +97,17 @@ absl::StatusOr<bool> ContextTable::Release(uint64_t id,
 
 ContextPage ContextTable::List(uint64_t after_id, size_t limit,
                                absl::string_view caller) const {
-  std::vector<std::shared_ptr<AutogradContext>> contexts;
-  ContextPage page;
+  IdPage<std::shared_ptr<AutogradContext>> selected;
   {
     absl::MutexLock lock(&mutex_);
-    for (auto it = contexts_.upper_bound(after_id); it != contexts_.end();
-         ++it) {
-      if (it->second->owner() != caller) continue;
-      if (contexts.size() == limit) {
-        page.next_after_id = contexts.back()->id();
-        break;
-      }
-      contexts.push_back(it->second);
-    }
+    selected = PageAfter(contexts_, after_id, limit, [&](const auto& context) {
+      return context->owner() == caller;
+    });
   }
-  for (const auto& context : contexts) {
+  // Each context's figures under its own lock, not the table's.
+  ContextPage page;
+  page.next_after_id = selected.next_after_id;
+  for (const auto& context : selected.values) {
     page.contexts.push_back(context->Info());
   }
   return page;

@@ -30,7 +30,7 @@
 
 namespace distopt {
 
-// INVALID_ARGUMENT naming `field` for id 0.
+// INVALID_ARGUMENT naming `field` for id 0 (GetOrCreate and Find check it).
 absl::Status ValidateContextId(uint64_t id, absl::string_view field);
 
 struct ContextPage {

@@ -153,7 +153,6 @@ TEST_F(ContextTableTest, AnotherIdentityCannotUseAContext) {
 }
 
 TEST(BackwardClaimTest, OnceThenRetriesWithTheSameGradientsOnly) {
-  MemoryBudget budget(0, 0);
   AutogradContext context(1, absl::Now(), Reservation());
   const uint64_t forward = context.AddForward({});
   using Claim = AutogradContext::BackwardClaim;

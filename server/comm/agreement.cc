@@ -63,8 +63,8 @@ absl::Status CheckSameOnEveryRank(Communicator& communicator,
 }
 
 absl::Status AgreeOnEveryRank(Communicator& communicator,
-                              const absl::Status& local,
-                              absl::string_view what) {
+                              const absl::Status& local, absl::string_view what,
+                              absl::string_view consequence) {
   std::vector<float> failed(communicator.size(), 0.0f);
   failed[communicator.rank()] = local.ok() ? 0.0f : 1.0f;
   absl::Status status =
@@ -75,8 +75,7 @@ absl::Status AgreeOnEveryRank(Communicator& communicator,
     if (failed[r] > 0) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": rank ", r,
-                       " refused it (its own error says why); nothing "
-                       "changed on any rank"));
+                       " refused it (its own error says why); ", consequence));
     }
   }
   return absl::OkStatus();

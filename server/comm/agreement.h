@@ -24,17 +24,19 @@ absl::Status CheckSameOnEveryRank(Communicator& communicator,
                                   const SpecificationParts& parts);
 
 // Collective. OK when `local` is OK on every rank; else this rank's own
-// error, or FAILED_PRECONDITION naming the rank that refused `what`.
-absl::Status AgreeOnEveryRank(Communicator& communicator,
-                              const absl::Status& local,
-                              absl::string_view what);
+// error, or FAILED_PRECONDITION naming the rank that refused `what`,
+// followed by `consequence`.
+absl::Status AgreeOnEveryRank(
+    Communicator& communicator, const absl::Status& local,
+    absl::string_view what,
+    absl::string_view consequence = "nothing changed on any rank");
 
-// An unsigned integer as four floats of 16 bits each, every one exactly
-// representable, so that it crosses float collectives unchanged.
 // The same bytes give the same fingerprint on every rank (unlike
 // absl::Hash, which is seeded per process).
 uint64_t Fingerprint(absl::string_view bytes);
 
+// An unsigned integer as four floats of 16 bits each, every one exactly
+// representable, so that it crosses float collectives unchanged.
 std::vector<float> EncodeAsFloats(uint64_t value);
 uint64_t DecodeFromFloats(const float* four);
 

@@ -21,7 +21,7 @@ absl::StatusOr<std::vector<size_t>> BlockOffsets(
   }
   if (sum != total) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", total, " elements; the counts add up to ", sum));
+        field, ": ", total, " long; the counts add up to ", sum));
   }
   return offsets;
 }

@@ -27,6 +27,12 @@ inline bool IsCollectiveFailure(const absl::Status& status) {
   return status.GetPayload(kCollectiveFailurePayload).has_value();
 }
 
+// fp32 values as the bytes the byte collectives take.
+inline absl::Span<char> AsBytes(absl::Span<float> values) {
+  return absl::Span<char>(reinterpret_cast<char*>(values.data()),
+                          values.size() * sizeof(float));
+}
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -28,8 +28,10 @@ namespace {
 constexpr uint8_t kRingSlotPrefix = 0x41;
 // The pieces the ring reduce-scatter moves blocks in: small enough to stay
 // in cache between arriving and being added, large enough that a message
-// costs little.
+// costs little. A slot numbers at most 2^kChunkBits chunks of a step (the
+// bits below the tag in gloo's slots); larger blocks take larger chunks.
 constexpr size_t kRingChunkBytes = size_t{1} << 20;
+constexpr int kChunkBits = 24;
 
 // gloo's store interface over ours. gloo expects get() to block until the
 // key exists and failures to be thrown.
@@ -230,61 +232,56 @@ class GlooCommunicator : public Communicator {
   // copy; after W - 1 steps its own block holds every rank's sum. Blocks
   // travel in chunks, and a chunk is added while the next one arrives (as
   // gloo's chunked ring all-reduce does), so the additions hide behind the
-  // transfer. Scratch: two chunks.
+  // transfer. Scratch: two chunks, kept between calls.
   absl::Status ReduceScatterBlocks(absl::Span<float> values,
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
     absl::StatusOr<std::vector<size_t>> offsets =
-        RingOffsets(counts, values.size(), "values");
+        BlockOffsets(counts, size(), values.size(), "values");
     if (!offsets.ok()) return offsets.status();
     const int w = size();
     const int r = rank();
     if (w > 1) {
       const size_t largest = *std::max_element(counts.begin(), counts.end());
-      // A chunk's slot is (step, chunk) below the tag's: at most 2^16
-      // chunks per block.
       const size_t chunk = std::max<size_t>(kRingChunkBytes / sizeof(float),
-                                            (largest >> 16) + 1);
-      std::vector<float> incoming(
-          2 * std::min(chunk, std::max<size_t>(largest, 1)));
+                                            (largest >> kChunkBits) + 1);
+      ring_scratch_.resize(2 * std::min(chunk, std::max<size_t>(largest, 1)));
       absl::Status status = Guard("reduce-scatter", [&] {
         auto outgoing = context_->createUnboundBuffer(
             values.data(), values.size() * sizeof(float));
         auto received = context_->createUnboundBuffer(
-            incoming.data(), incoming.size() * sizeof(float));
-        const uint64_t base = gloo::Slot::build(kRingSlotPrefix, next_tag_++);
-        auto slot = [&](int step, size_t c) {
-          return base + (static_cast<uint64_t>(step) << 16) + c;
-        };
+            ring_scratch_.data(), ring_scratch_.size() * sizeof(float));
+        const RingSlots slots = NextRingSlots();
+        const Deadline deadline(timeout_);
         auto chunks = [&](size_t count) { return (count + chunk - 1) / chunk; };
         for (int s = 0; s < w - 1; ++s) {
           const int send = Mod(r - s - 1, w);
           const int receive = Mod(r - s - 2, w);
           for (size_t c = 0; c < chunks(counts[send]); ++c) {
             const size_t length = std::min(chunk, counts[send] - c * chunk);
-            outgoing->send(Mod(r + 1, w), slot(s, c),
+            outgoing->send(Mod(r + 1, w), slots.of(s, c),
                            ((*offsets)[send] + c * chunk) * sizeof(float),
                            length * sizeof(float));
           }
           const size_t receiving = chunks(counts[receive]);
           auto post = [&](size_t c) {
             const size_t length = std::min(chunk, counts[receive] - c * chunk);
-            received->recv(Mod(r - 1, w), slot(s, c),
+            received->recv(Mod(r - 1, w), slots.of(s, c),
                            (c % 2) * chunk * sizeof(float),
                            length * sizeof(float));
           };
           for (size_t c = 0; c < std::min<size_t>(2, receiving); ++c) post(c);
           for (size_t c = 0; c < receiving; ++c) {
             // Chunks from one peer arrive in order.
-            received->waitRecv(timeout_);
+            received->waitRecv(deadline.left());
             const size_t length = std::min(chunk, counts[receive] - c * chunk);
-            const float* in = incoming.data() + (c % 2) * chunk;
+            const float* in = ring_scratch_.data() + (c % 2) * chunk;
             float* into = values.data() + (*offsets)[receive] + c * chunk;
             for (size_t e = 0; e < length; ++e) into[e] += in[e];
             if (c + 2 < receiving) post(c + 2);
           }
           for (size_t c = 0; c < chunks(counts[send]); ++c) {
-            outgoing->waitSend(timeout_);
+            outgoing->waitSend(deadline.left());
           }
         }
       });
@@ -303,7 +300,7 @@ class GlooCommunicator : public Communicator {
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
     absl::StatusOr<std::vector<size_t>> offsets =
-        RingOffsets(counts, bytes.size(), "bytes");
+        BlockOffsets(counts, size(), bytes.size(), "bytes");
     if (!offsets.ok()) return offsets.status();
     const int w = size();
     const int r = rank();
@@ -311,20 +308,21 @@ class GlooCommunicator : public Communicator {
     return Guard("all-gather", [&] {
       auto outgoing = context_->createUnboundBuffer(bytes.data(), bytes.size());
       auto received = context_->createUnboundBuffer(bytes.data(), bytes.size());
-      const uint32_t tag = next_tag_++;
+      const RingSlots slots = NextRingSlots();
+      const Deadline deadline(timeout_);
       for (int s = 0; s < w - 1; ++s) {
         const int send = Mod(r - s, w);
         const int receive = Mod(r - s - 1, w);
-        const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, tag) + s;
         if (counts[send] > 0) {
-          outgoing->send(Mod(r + 1, w), slot, (*offsets)[send], counts[send]);
+          outgoing->send(Mod(r + 1, w), slots.of(s, 0), (*offsets)[send],
+                         counts[send]);
         }
         if (counts[receive] > 0) {
-          received->recv(Mod(r - 1, w), slot, (*offsets)[receive],
+          received->recv(Mod(r - 1, w), slots.of(s, 0), (*offsets)[receive],
                          counts[receive]);
-          received->waitRecv(timeout_);
+          received->waitRecv(deadline.left());
         }
-        if (counts[send] > 0) outgoing->waitSend(timeout_);
+        if (counts[send] > 0) outgoing->waitSend(deadline.left());
       }
     });
   }
@@ -349,26 +347,43 @@ class GlooCommunicator : public Communicator {
     if (!status.ok()) return status;
     std::vector<size_t> bytes;
     for (size_t count : counts) bytes.push_back(count * sizeof(float));
-    return AllGatherBlocks(
-        absl::MakeSpan(reinterpret_cast<char*>(values.data()),
-                       values.size() * sizeof(float)),
-        bytes);
+    return AllGatherBlocks(AsBytes(values), bytes);
   }
+
+  // The slots of one ring collective: a tag per step (so any group size
+  // fits), and below it a chunk number.
+  struct RingSlots {
+    uint32_t first_tag;
+    uint64_t of(int step, size_t chunk) const {
+      return static_cast<uint64_t>(
+                 gloo::Slot::build(kRingSlotPrefix, first_tag + step)) +
+             chunk;
+    }
+  };
+  RingSlots NextRingSlots() {
+    const RingSlots slots{next_tag_};
+    next_tag_ += static_cast<uint32_t>(std::max(1, size() - 1));
+    return slots;
+  }
+
+  // One collective's time: every wait gets what is left of the call's
+  // timeout, not a fresh one.
+  class Deadline {
+   public:
+    explicit Deadline(std::chrono::milliseconds timeout)
+        : end_(std::chrono::steady_clock::now() + timeout) {}
+    std::chrono::milliseconds left() const {
+      return std::max(std::chrono::milliseconds(0),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          end_ - std::chrono::steady_clock::now()));
+    }
+
+   private:
+    const std::chrono::steady_clock::time_point end_;
+  };
 
   static int Mod(int value, int modulus) {
     return ((value % modulus) + modulus) % modulus;
-  }
-
-  // The blocks' offsets (see BlockOffsets); the ring's slots also limit
-  // the group to 255 ranks.
-  absl::StatusOr<std::vector<size_t>> RingOffsets(
-      absl::Span<const size_t> counts, size_t total,
-      absl::string_view field) const {
-    if (size() > 255) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group: ", size(), " ranks; the ring collectives take at most 255"));
-    }
-    return BlockOffsets(counts, size(), total, field);
   }
 
   absl::Status CheckRoot(int root) const {
@@ -399,6 +414,8 @@ class GlooCommunicator : public Communicator {
   // match.
   uint32_t next_tag_ = 1;
   const size_t ring_all_reduce_min_bytes_;
+  // The reduce-scatter's two chunks of incoming values.
+  std::vector<float> ring_scratch_;
 };
 
 }  // namespace

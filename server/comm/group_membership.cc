@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/comm/forwarding_communicator.h"
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/peer_probe.h"
 #include "server/comm/remote_rendezvous_store.h"
@@ -22,13 +23,6 @@ std::string RoundPrefix(int64_t round) {
 // The last round rank `rank` connected, for the ranks that re-form.
 std::string RoundKey(int rank) { return absl::StrCat("rounds/", rank); }
 
-// Whether `status` came from a collective that failed (a peer gone, a
-// timeout, the connections closed), which breaks gloo's communicator; an
-// error of the call's own checks does not.
-bool BreaksTheRound(const absl::Status& status) {
-  return IsCollectiveFailure(status);
-}
-
 }  // namespace
 
 // The group's communicator across rounds: forwards to the current round's,
@@ -36,7 +30,7 @@ bool BreaksTheRound(const absl::Status& status) {
 // call in progress succeeded (a call whose first collective failed changed
 // nothing and may run again on a new round). Used under the membership's
 // collective lock only.
-class RoundCommunicator : public Communicator {
+class RoundCommunicator : public ForwardingCommunicator {
  public:
   RoundCommunicator(int rank, int size) : rank_(rank), size_(size) {}
 
@@ -50,48 +44,9 @@ class RoundCommunicator : public Communicator {
     if (round_ != nullptr) round_->SetTimeout(timeout);
   }
 
-  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
-    return Note([&](Communicator& c) { return c.AllReduce(values, op); });
-  }
-  absl::Status Broadcast(absl::Span<float> values, int root) override {
-    return Note([&](Communicator& c) { return c.Broadcast(values, root); });
-  }
-  absl::Status AllGather(absl::Span<const float> input,
-                         absl::Span<float> output) override {
-    return Note([&](Communicator& c) { return c.AllGather(input, output); });
-  }
-  absl::Status ReduceScatter(absl::Span<const float> input,
-                             absl::Span<float> output, ReduceOp op) override {
-    return Note(
-        [&](Communicator& c) { return c.ReduceScatter(input, output, op); });
-  }
-  absl::Status ReduceScatterBlocks(absl::Span<float> values,
-                                   absl::Span<const size_t> counts,
-                                   ReduceOp op) override {
-    return Note([&](Communicator& c) {
-      return c.ReduceScatterBlocks(values, counts, op);
-    });
-  }
-  absl::Status AllGatherBlocks(absl::Span<char> bytes,
-                               absl::Span<const size_t> counts) override {
-    return Note(
-        [&](Communicator& c) { return c.AllGatherBlocks(bytes, counts); });
-  }
-  absl::Status Barrier() override {
-    return Note([&](Communicator& c) { return c.Barrier(); });
-  }
-  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
-    return Note([&](Communicator& c) { return c.BroadcastBytes(bytes, root); });
-  }
-  absl::Status GatherBytes(absl::Span<const char> input,
-                           absl::Span<char> output, int root) override {
-    return Note(
-        [&](Communicator& c) { return c.GatherBytes(input, output, root); });
-  }
-
  private:
-  template <typename Call>
-  absl::Status Note(Call call) {
+  absl::Status Forward(
+      absl::FunctionRef<absl::Status(Communicator&)> call) override {
     if (round_ == nullptr) {
       return absl::FailedPreconditionError(
           "group: no communicator (the group has not joined)");
@@ -307,7 +262,10 @@ absl::Status GroupMembership::RunInGroup(
     group_->SetTimeout(timeout);
     global_->BeginCall();
     absl::Status status = collective(*group_);
-    if (!BreaksTheRound(status)) return status;
+    // Only a collective that failed (a peer gone, a timeout, the
+    // connections closed) breaks gloo's communicator; an error of the
+    // call's own checks does not.
+    if (!IsCollectiveFailure(status)) return status;
     MarkFailed(status);
     // The round was broken before this call changed anything (its first
     // collective failed at once, a peer having closed the connections):

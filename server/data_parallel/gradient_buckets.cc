@@ -80,7 +80,6 @@ int64_t LargestBucket(const std::vector<GradientBucket>& plan) {
 }
 
 absl::Status FillBucket(const GradientBucket& bucket,
-                        const std::vector<ParamGroup>& groups,
                         const GroupGradientPointers& grads,
                         absl::Span<float> values) {
   for (const BucketEntry& entry : bucket.entries) {
@@ -96,44 +95,60 @@ absl::Status FillBucket(const GradientBucket& bucket,
       if (!host.ok()) return host.status();
       grad = *std::move(host);
     }
-    switch (grad.dtype()) {
-      case DType::kFloat32:
-        absl::c_copy(grad.host_span<float>(), out.begin());
-        break;
-      case DType::kFloat16:
-        HalfToFloat(grad.host_span<uint16_t>(), out);
-        break;
-      case DType::kBFloat16:
-        BFloat16ToFloat(grad.host_span<uint16_t>(), out);
-        break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "grads[", entry.group, "][", entry.index, "]: ", grad.DebugString(),
-            "; expected float32, float16 or bfloat16"));
-    }
+    WidenToFloat(grad.dtype(), grad.data(), out);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> BucketGradient(const BucketEntry& entry,
-                                      const std::vector<ParamGroup>& groups,
-                                      absl::Span<float> values) {
-  const Tensor& param = *groups[entry.group].params[entry.index];
-  float* averaged = values.data() + entry.offset;
-  if (param.dtype() == DType::kFloat32) {
-    return Tensor::Borrow(averaged, DType::kFloat32, param.shape(),
-                          Device::Cpu());
+std::vector<FunctionalOptimizer*> OptimizersOf(
+    const std::vector<GroupStepper>& steppers) {
+  std::vector<FunctionalOptimizer*> optimizers;
+  for (const GroupStepper& stepper : steppers) {
+    optimizers.push_back(stepper.optimizer);
   }
-  absl::StatusOr<Tensor> rounded =
-      Tensor::AllocateHost(param.dtype(), param.shape());
-  if (!rounded.ok()) return rounded.status();
-  absl::Span<const float> in(averaged, entry.count);
-  if (param.dtype() == DType::kFloat16) {
-    FloatToHalf(in, rounded->host_span<uint16_t>());
-  } else {
-    FloatToBFloat16(in, rounded->host_span<uint16_t>());
+  return optimizers;
+}
+
+absl::Status StepBucket(const GradientBucket& bucket,
+                        const std::vector<ParamGroup>& groups,
+                        absl::Span<float> values,
+                        const std::vector<GroupStepper>& steppers,
+                        std::atomic<bool>* changing) {
+  // The bucket's entries this rank steps, by group.
+  std::vector<std::vector<const BucketEntry*>> by_group(groups.size());
+  for (const BucketEntry& entry : bucket.entries) {
+    if (steppers[entry.group].position[entry.index] >= 0) {
+      by_group[entry.group].push_back(&entry);
+    }
   }
-  return rounded;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (by_group[g].empty()) continue;
+    const GroupStepper& stepper = steppers[g];
+    std::vector<const Tensor*> grads(stepper.params.size(), nullptr);
+    std::vector<Tensor> averaged;
+    averaged.reserve(by_group[g].size());
+    for (const BucketEntry* entry : by_group[g]) {
+      const Tensor& param = *groups[g].params[entry->index];
+      float* average = values.data() + entry->offset;
+      if (param.dtype() == DType::kFloat32) {
+        averaged.push_back(Tensor::Borrow(average, DType::kFloat32,
+                                          param.shape(), Device::Cpu()));
+      } else {
+        // Rounded to the parameter's dtype, as its gradient would be.
+        absl::StatusOr<Tensor> rounded =
+            Tensor::AllocateHost(param.dtype(), param.shape());
+        if (!rounded.ok()) return rounded.status();
+        NarrowFromFloat(absl::MakeConstSpan(average, entry->count),
+                        param.dtype(), rounded->data());
+        averaged.push_back(*std::move(rounded));
+      }
+      grads[stepper.position[entry->index]] = &averaged.back();
+    }
+    *changing = true;
+    absl::Status status = stepper.optimizer->Step(stepper.params, grads);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace distopt

@@ -10,6 +10,7 @@
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -18,8 +19,12 @@
 #include "absl/types/span.h"
 #include "common/tensor.h"
 #include "server/data_parallel/param_groups.h"
+#include "server/optim/functional_optimizer.h"
 
 namespace distopt {
+
+// DDP's bucket_cap_mb: the default bucket of both data-parallel optimizers.
+inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 
 // present[g][i]: parameter i of group g has a gradient on some rank.
 using Presence = std::vector<std::vector<bool>>;
@@ -39,7 +44,8 @@ struct GradientBucket {
 };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
-// (every parameter has owner 0 when the whole model is reduced as one).
+// (every parameter has owner 0 when every rank needs every average, as
+// post-local SGD's all-reduce).
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
@@ -49,18 +55,35 @@ std::vector<GradientBucket> PlanGradientBuckets(
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);
 
 // Copies this rank's gradients of the bucket's parameters into `values`
-// (bucket.size elements); a null one, for a parameter present elsewhere,
-// counts as zeros.
+// (bucket.size elements, as fp32); a null one, for a parameter present
+// elsewhere, counts as zeros. The gradients are checked already
+// (CheckGradients).
 absl::Status FillBucket(const GradientBucket& bucket,
-                        const std::vector<ParamGroup>& groups,
                         const GroupGradientPointers& grads,
                         absl::Span<float> values);
 
-// The gradient of `entry` from the bucket's `values`, in its parameter's
-// dtype: a view for float32, a copy rounded to nearest even for fp16/bf16.
-absl::StatusOr<Tensor> BucketGradient(const BucketEntry& entry,
-                                      const std::vector<ParamGroup>& groups,
-                                      absl::Span<float> values);
+// What a rank steps of one parameter group: its optimizer, the parameters
+// that optimizer was made over (in its order), and position[i], where the
+// group's parameter i is among them (-1: another rank steps it).
+struct GroupStepper {
+  FunctionalOptimizer* optimizer = nullptr;
+  std::vector<Tensor*> params;
+  std::vector<int> position;
+};
+
+// Each group's optimizer.
+std::vector<FunctionalOptimizer*> OptimizersOf(
+    const std::vector<GroupStepper>& steppers);
+
+// Steps the bucket's parameters that this rank steps (steppers[g] per
+// group) with their averaged gradients from `values`: fp32 ones read in
+// place, fp16/bf16 ones rounded to nearest even. `*changing` turns true
+// before the first parameter changes.
+absl::Status StepBucket(const GradientBucket& bucket,
+                        const std::vector<ParamGroup>& groups,
+                        absl::Span<float> values,
+                        const std::vector<GroupStepper>& steppers,
+                        std::atomic<bool>* changing);
 
 }  // namespace distopt
 

@@ -58,9 +58,9 @@ void CollectGradients(const AutogradContext& context,
   out->values.assign(groups.size(), {});
   out->pointers.assign(groups.size(), {});
   for (size_t g = 0; g < groups.size(); ++g) {
-    for (const auto& parameter : groups[g]) {
-      out->values[g].push_back(context.Gradient(parameter->id()));
-    }
+    std::vector<uint64_t> ids;
+    for (const auto& parameter : groups[g]) ids.push_back(parameter->id());
+    out->values[g] = context.Gradients(ids);
     for (const auto& gradient : out->values[g]) {
       out->pointers[g].push_back(gradient.has_value() ? &*gradient : nullptr);
     }

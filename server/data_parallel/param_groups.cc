@@ -85,4 +85,36 @@ SpecificationParts DescribeSpecification(const std::string& kind_name,
           {"parameter groups, dtypes and shapes", parameters}};
 }
 
+std::vector<std::vector<int64_t>> GlobalPositions(
+    const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<int64_t>> positions;
+  int64_t next = 0;
+  for (const ParamGroup& group : groups) {
+    positions.emplace_back();
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      positions.back().push_back(next++);
+    }
+  }
+  return positions;
+}
+
+absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> CreateGroupOptimizer(
+    const OptimizerKind* kind, const ParamGroup& group,
+    const std::vector<int>& indices, size_t number, MemoryBudget* budget) {
+  std::vector<ParameterLayout> layouts;
+  for (int index : indices) {
+    const Tensor& p = *group.params[index];
+    layouts.push_back({p.dtype(), p.shape()});
+  }
+  absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
+      FunctionalOptimizer::Create(kind, group.hyperparameters, layouts,
+                                  Device::Cpu(), budget);
+  if (!optimizer.ok()) {
+    return absl::Status(optimizer.status().code(),
+                        absl::StrCat("groups[", number, "].hyperparameters: ",
+                                     optimizer.status().message()));
+  }
+  return optimizer;
+}
+
 }  // namespace distopt

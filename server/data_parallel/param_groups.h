@@ -8,14 +8,17 @@
 #define DISTOPT_SERVER_DATA_PARALLEL_PARAM_GROUPS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "common/memory_budget.h"
 #include "common/tensor.h"
 #include "server/comm/agreement.h"
+#include "server/optim/functional_optimizer.h"
 #include "server/optim/hyperparameters.h"
 
 namespace distopt {
@@ -47,6 +50,18 @@ absl::Status CheckGradients(const std::vector<ParamGroup>& groups,
 SpecificationParts DescribeSpecification(const std::string& kind_name,
                                          const std::vector<ParamGroup>& groups,
                                          int first_group = 0);
+
+// Every parameter's global position (torch's state dict keys: groups in
+// order, parameters in order within each), per group.
+std::vector<std::vector<int64_t>> GlobalPositions(
+    const std::vector<ParamGroup>& groups);
+
+// An optimizer of `kind` over group.params[i] for i in `indices` (in that
+// order), with the group's hyperparameters, its state reserved in `budget`
+// (null for none). Errors name "groups[<number>].hyperparameters".
+absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> CreateGroupOptimizer(
+    const OptimizerKind* kind, const ParamGroup& group,
+    const std::vector<int>& indices, size_t number, MemoryBudget* budget);
 
 }  // namespace distopt
 

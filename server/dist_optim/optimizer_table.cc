@@ -66,22 +66,26 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
   return InfoLocked(*entry);
 }
 
+namespace {
+
+absl::Status NoSuchOptimizer(uint64_t optimizer_id) {
+  return absl::NotFoundError(
+      absl::StrCat("optimizer_id: no optimizer with id ", optimizer_id));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::Find(
     uint64_t optimizer_id) const {
   absl::MutexLock lock(&mutex_);
   auto it = optimizers_.find(optimizer_id);
-  if (it == optimizers_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("optimizer_id: no optimizer with id ", optimizer_id));
-  }
+  if (it == optimizers_.end()) return NoSuchOptimizer(optimizer_id);
   return it->second;
 }
 
 absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
                                                 uint64_t context_id,
                                                 absl::string_view caller) {
-  absl::Status valid = ValidateContextId(context_id, "context_id");
-  if (!valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
   if (!entry.ok()) return entry.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
@@ -93,12 +97,13 @@ absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
   StepResult result;
   if (e.applied.contains(context_id)) return result;  // A retry.
 
-  const size_t count = e.parameters.size();
-  std::vector<std::optional<Tensor>> gradients(count);
-  std::vector<const Tensor*> grads(count, nullptr);
-  for (size_t i = 0; i < count; ++i) {
-    gradients[i] = (*context)->Gradient(e.parameters[i]->id());
-    if (gradients[i].has_value()) grads[i] = &*gradients[i];
+  std::vector<uint64_t> ids;
+  for (const auto& parameter : e.parameters) ids.push_back(parameter->id());
+  const std::vector<std::optional<Tensor>> gradients =
+      (*context)->Gradients(ids);
+  std::vector<const Tensor*> grads;
+  for (const auto& gradient : gradients) {
+    grads.push_back(gradient.has_value() ? &*gradient : nullptr);
   }
   // The parameters locked in id order: deadlock-free across optimizers.
   absl::Status status;
@@ -179,10 +184,7 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Delete(uint64_t optimizer_id) {
   {
     absl::MutexLock lock(&mutex_);
     auto it = optimizers_.find(optimizer_id);
-    if (it == optimizers_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("optimizer_id: no optimizer with id ", optimizer_id));
-    }
+    if (it == optimizers_.end()) return NoSuchOptimizer(optimizer_id);
     entry = it->second;
     optimizers_.erase(it);
   }

@@ -13,7 +13,7 @@ namespace {
 
 // Gradients and averaged parameters travel in buckets of DDP's 25 MiB: the
 // scratch they need is bounded by it, not by the model.
-constexpr int64_t kBucketElements = (int64_t{25} << 20) / sizeof(float);
+constexpr int64_t kBucketElements = kDefaultBucketBytes / sizeof(float);
 
 std::string DescribeAverager(const AveragerSpec& spec) {
   std::vector<std::string> periods;
@@ -26,26 +26,15 @@ std::string DescribeAverager(const AveragerSpec& spec) {
       " periods=", absl::StrJoin(periods, ","));
 }
 
-// Every parameter in bucket 0: the whole model is reduced as one buffer.
-std::vector<std::vector<int>> OneBucket(const std::vector<ParamGroup>& groups) {
-  std::vector<std::vector<int>> bucket_of;
-  for (const ParamGroup& group : groups) {
-    bucket_of.emplace_back(group.params.size(), 0);
-  }
-  return bucket_of;
-}
-
-std::vector<std::vector<int64_t>> Positions(
+// Every parameter owned by "rank" 0: the buckets are all-reduced whole,
+// not split among owners.
+std::vector<std::vector<int>> SingleOwner(
     const std::vector<ParamGroup>& groups) {
-  std::vector<std::vector<int64_t>> positions;
-  int64_t next = 0;
+  std::vector<std::vector<int>> owner;
   for (const ParamGroup& group : groups) {
-    positions.emplace_back();
-    for (size_t i = 0; i < group.params.size(); ++i) {
-      positions.back().push_back(next++);
-    }
+    owner.emplace_back(group.params.size(), 0);
   }
-  return positions;
+  return owner;
 }
 
 }  // namespace
@@ -93,24 +82,15 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
         "); post-local SGD usually switches both at the same step"));
   }
   std::vector<std::unique_ptr<FunctionalOptimizer>> local;
-  absl::Status made = [&]() -> absl::Status {
-    for (size_t g = 0; g < groups.size(); ++g) {
-      std::vector<ParameterLayout> layouts;
-      for (const Tensor* p : groups[g].params) {
-        layouts.push_back({p->dtype(), p->shape()});
-      }
-      absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-          FunctionalOptimizer::Create(kind, groups[g].hyperparameters, layouts,
-                                      Device::Cpu(), budget);
-      if (!optimizer.ok()) {
-        return absl::Status(optimizer.status().code(),
-                            absl::StrCat("groups[", g, "].hyperparameters: ",
-                                         optimizer.status().message()));
-      }
-      local.push_back(*std::move(optimizer));
-    }
-    return absl::OkStatus();
-  }();
+  absl::Status made;
+  for (size_t g = 0; g < groups.size() && made.ok(); ++g) {
+    std::vector<int> every(groups[g].params.size());
+    for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int>(i);
+    absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
+        CreateGroupOptimizer(kind, groups[g], every, g, budget);
+    made = optimizer.status();
+    if (made.ok()) local.push_back(*std::move(optimizer));
+  }
   made = AgreeOnEveryRank(global, made, "the optimizer");
   if (!made.ok()) return made;
   return std::unique_ptr<LocalSgdOptimizer>(
@@ -121,7 +101,10 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
 absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(
     CommunicatorGroup& group) {
   if (averager_.step() < options_.start_localsgd_iter) return &group.global();
-  if (!options_.post_local_gradient_allreduce) return nullptr;
+  // Subgroups of one rank would average each gradient with itself.
+  if (!options_.post_local_gradient_allreduce || options_.subgroup_size == 1) {
+    return nullptr;
+  }
   return group.Subgroup(options_.subgroup_size);
 }
 
@@ -194,32 +177,17 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
   }
   const std::vector<GradientBucket> plan =
       *reducer == nullptr ? std::vector<GradientBucket>()
-                          : PlanGradientBuckets(groups_, OneBucket(groups_), 1,
-                                                present, kBucketElements);
+                          : PlanGradientBuckets(groups_, SingleOwner(groups_),
+                                                1, present, kBucketElements);
   gradient_storage_.resize(LargestBucket(plan));
   for (const GradientBucket& bucket : plan) {
     absl::Span<float> values(gradient_storage_.data(), bucket.size);
-    status = FillBucket(bucket, groups_, grads, values);
+    status = FillBucket(bucket, grads, values);
     if (status.ok()) status = (*reducer)->AllReduce(values, ReduceOp::kAverage);
-    if (!status.ok()) return status;
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      GroupGradientPointers::value_type used(groups_[g].params.size(), nullptr);
-      std::vector<std::optional<Tensor>> averaged(groups_[g].params.size());
-      bool any = false;
-      for (const BucketEntry& entry : bucket.entries) {
-        if (entry.group != static_cast<int>(g)) continue;
-        absl::StatusOr<Tensor> gradient =
-            BucketGradient(entry, groups_, values);
-        if (!gradient.ok()) return gradient.status();
-        averaged[entry.index] = *std::move(gradient);
-        used[entry.index] = &*averaged[entry.index];
-        any = true;
-      }
-      if (!any) continue;
-      changing_ = true;
-      status = local_[g]->Step(groups_[g].params, used);
-      if (!status.ok()) return status;
+    if (status.ok()) {
+      status = StepBucket(bucket, groups_, values, steppers_, &changing_);
     }
+    if (!status.ok()) return status;
   }
   // 4. Model averaging, when the averager says so.
   const std::optional<int> group_size = averager_.GroupSizeAt(averager_.step());
@@ -252,14 +220,9 @@ absl::Status LocalSgdOptimizer::SetHyperparameters(
 }
 
 absl::StatusOr<OptimizerStateDict> LocalSgdOptimizer::StateDict() const {
-  std::vector<OptimizerStateDict> locals;
-  for (const auto& optimizer : local_) {
-    absl::StatusOr<OptimizerStateDict> local = optimizer->StateDict(kind_name_);
-    if (!local.ok()) return local.status();
-    locals.push_back(*std::move(local));
-  }
-  const std::vector<std::vector<int64_t>> positions = Positions(groups_);
-  return MergeStateDicts(kind_name_, std::move(locals), positions, positions);
+  const std::vector<std::vector<int64_t>> positions = GlobalPositions(groups_);
+  return MergeStateDicts(OptimizersOf(steppers_), kind_name_, positions,
+                         positions);
 }
 
 absl::Status LocalSgdOptimizer::LoadStateDict(
@@ -269,14 +232,12 @@ absl::Status LocalSgdOptimizer::LoadStateDict(
     return absl::InvalidArgumentError(
         absl::StrCat("step: ", *step, "; expected a count >= 0"));
   }
-  const std::vector<std::vector<int64_t>> positions = Positions(groups_);
+  const std::vector<std::vector<int64_t>> positions = GlobalPositions(groups_);
   absl::StatusOr<std::vector<OptimizerStateDict>> shares =
       SplitStateDict(state_dict, positions, positions);
   if (!shares.ok()) return shares.status();
-  std::vector<FunctionalOptimizer*> optimizers;
-  for (const auto& optimizer : local_) optimizers.push_back(optimizer.get());
   absl::StatusOr<std::vector<OptimizerStateDict>> loaded =
-      LoadAllOrNothing(optimizers, kind_name_, *shares, "");
+      LoadAllOrNothing(OptimizersOf(steppers_), kind_name_, *shares, "");
   if (!loaded.ok()) return loaded.status();
   if (!step.has_value()) {
     warnings->push_back(

@@ -14,6 +14,7 @@
 #ifndef DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_OPTIMIZER_H_
 #define DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_OPTIMIZER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/comm/communicator_group.h"
+#include "server/data_parallel/gradient_buckets.h"
 #include "server/data_parallel/param_groups.h"
 #include "server/localsgd/model_averager.h"
 #include "server/optim/functional_optimizer.h"
@@ -91,7 +93,16 @@ class LocalSgdOptimizer {
         local_(std::move(local)),
         averager_(std::move(averager)),
         options_(options),
-        world_size_(world_size) {}
+        world_size_(world_size) {
+    // This rank steps every parameter of every group.
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      GroupStepper stepper{local_[g].get(), groups_[g].params, {}};
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        stepper.position.push_back(static_cast<int>(i));
+      }
+      steppers_.push_back(std::move(stepper));
+    }
+  }
 
   absl::Status StepOnce(CommunicatorGroup& group,
                         const GroupGradientPointers& grads);
@@ -101,13 +112,14 @@ class LocalSgdOptimizer {
   const std::string kind_name_;
   std::vector<ParamGroup> groups_;
   std::vector<std::unique_ptr<FunctionalOptimizer>> local_;  // Per group.
+  std::vector<GroupStepper> steppers_;  // Over local_, every parameter.
   ModelAverager averager_;
   const LocalSgdOptions options_;
   const int world_size_;
   std::vector<float> gradient_storage_;
   std::vector<float> average_storage_;
   // Set when a step begins changing this rank's parameters.
-  bool changing_ = false;
+  std::atomic<bool> changing_{false};
   absl::Status damage_;
 };
 

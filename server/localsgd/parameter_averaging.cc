@@ -1,7 +1,5 @@
 #include "server/localsgd/parameter_averaging.h"
 
-#include <algorithm>
-
 #include "common/half.h"
 
 namespace distopt {
@@ -18,35 +16,17 @@ absl::Status AverageBucket(Communicator& communicator,
   absl::Span<float> bucket(storage->data(), size);
   size_t offset = 0;
   for (Tensor* p : members) {
-    absl::Span<float> out = bucket.subspan(offset, p->num_elements());
-    switch (p->dtype()) {
-      case DType::kFloat16:
-        HalfToFloat(p->host_span<uint16_t>(), out);
-        break;
-      case DType::kBFloat16:
-        BFloat16ToFloat(p->host_span<uint16_t>(), out);
-        break;
-      default:
-        std::copy_n(p->host_span<float>().begin(), out.size(), out.begin());
-    }
-    offset += out.size();
+    WidenToFloat(p->dtype(), p->data(),
+                 bucket.subspan(offset, p->num_elements()));
+    offset += p->num_elements();
   }
   absl::Status status = communicator.AllReduce(bucket, ReduceOp::kAverage);
   if (!status.ok()) return status;
   offset = 0;
   for (Tensor* p : members) {
-    absl::Span<const float> in = bucket.subspan(offset, p->num_elements());
-    switch (p->dtype()) {
-      case DType::kFloat16:
-        FloatToHalf(in, p->host_span<uint16_t>());
-        break;
-      case DType::kBFloat16:
-        FloatToBFloat16(in, p->host_span<uint16_t>());
-        break;
-      default:
-        std::copy(in.begin(), in.end(), p->host_span<float>().begin());
-    }
-    offset += in.size();
+    NarrowFromFloat(bucket.subspan(offset, p->num_elements()), p->dtype(),
+                    p->data());
+    offset += p->num_elements();
   }
   return absl::OkStatus();
 }

@@ -15,27 +15,6 @@ namespace {
 // cost of handing it to a thread.
 constexpr int64_t kGrain = int64_t{1} << 16;
 
-// Converts `count` elements of `dtype` at `in` to fp32.
-void ToFloat(DType dtype, const void* in, int64_t count, float* out) {
-  const auto* bits = static_cast<const uint16_t*>(in);
-  if (dtype == DType::kFloat16) {
-    HalfToFloat(absl::MakeConstSpan(bits, count), absl::MakeSpan(out, count));
-  } else {
-    BFloat16ToFloat(absl::MakeConstSpan(bits, count),
-                    absl::MakeSpan(out, count));
-  }
-}
-
-void FromFloat(DType dtype, const float* in, int64_t count, void* out) {
-  auto* bits = static_cast<uint16_t*>(out);
-  if (dtype == DType::kFloat16) {
-    FloatToHalf(absl::MakeConstSpan(in, count), absl::MakeSpan(bits, count));
-  } else {
-    FloatToBFloat16(absl::MakeConstSpan(in, count),
-                    absl::MakeSpan(bits, count));
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FunctionalOptimizer>>
@@ -62,9 +41,9 @@ FunctionalOptimizer::Create(
                            absl::StrCat("params[", i, "].shape"));
     if (!count.ok()) return count.status();
   }
-  std::unique_ptr<FunctionalOptimizer> optimizer(new FunctionalOptimizer(
-      kind, *std::move(resolved), std::move(parameters), *std::move(backend)));
-  optimizer->budget_ = budget;
+  std::unique_ptr<FunctionalOptimizer> optimizer(
+      new FunctionalOptimizer(kind, *std::move(resolved), std::move(parameters),
+                              *std::move(backend), budget));
   status = optimizer->ReserveStateFor(optimizer->hyperparameters_);
   if (!status.ok()) return status;
   if (kind->creates_state_eagerly()) {
@@ -79,11 +58,13 @@ FunctionalOptimizer::Create(
 FunctionalOptimizer::FunctionalOptimizer(const OptimizerKind* kind,
                                          Hyperparameters h,
                                          std::vector<ParameterLayout> layouts,
-                                         std::shared_ptr<Backend> backend)
+                                         std::shared_ptr<Backend> backend,
+                                         MemoryBudget* budget)
     : kind_(kind),
       hyperparameters_(std::move(h)),
       layouts_(std::move(layouts)),
       backend_(std::move(backend)),
+      budget_(budget),
       states_(layouts_.size()) {}
 
 absl::Status FunctionalOptimizer::SetHyperparameters(
@@ -265,12 +246,12 @@ void FunctionalOptimizer::UpdateOnCpu(size_t index, Tensor& param,
             static_cast<const char*>(grad.data()) + begin * element;
         std::vector<float> param32(count);
         std::vector<float> grad32(count);
-        ToFloat(dtype, param_bytes, count, param32.data());
-        ToFloat(dtype, grad_bytes, count, grad32.data());
+        WidenToFloat(dtype, param_bytes, absl::MakeSpan(param32));
+        WidenToFloat(dtype, grad_bytes, absl::MakeSpan(grad32));
         args.param = param32.data();
         args.grad = grad32.data();
         kind_->Update(args);
-        FromFloat(dtype, param32.data(), count, param_bytes);
+        NarrowFromFloat(param32, dtype, param_bytes);
       });
 }
 

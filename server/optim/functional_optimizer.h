@@ -66,7 +66,8 @@ class FunctionalOptimizer {
   // that is not floating point.
   // FAILED_PRECONDITION when `device` is unavailable.
   //
-  // The state the optimizer will hold (see max_state_bytes) is reserved in
+  // The state the optimizer will hold once every parameter has been
+  // stepped (see MaxStateBytes) is reserved in
   // `budget` (null: none; it must outlive the optimizer), whole, at
   // creation, and grown before hyperparameters or a loaded state dict need
   // more: RESOURCE_EXHAUSTED then, and nothing changes.
@@ -95,12 +96,6 @@ class FunctionalOptimizer {
   absl::Status LoadStateDict(const std::string& kind_name,
                              const OptimizerStateDict& state_dict);
 
-  // The bytes of state this optimizer holds once every parameter has been
-  // stepped, with the current hyperparameters: what it reserves in its
-  // budget, so that running out shows at creation rather than in the middle
-  // of a step.
-  uint64_t max_state_bytes() const { return MaxStateBytes(hyperparameters_); }
-
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }
   const std::vector<ParameterLayout>& parameters() const { return layouts_; }
@@ -110,8 +105,11 @@ class FunctionalOptimizer {
  private:
   FunctionalOptimizer(const OptimizerKind* kind, Hyperparameters h,
                       std::vector<ParameterLayout> layouts,
-                      std::shared_ptr<Backend> backend);
+                      std::shared_ptr<Backend> backend, MemoryBudget* budget);
 
+  // The bytes of state held once every parameter has been stepped with
+  // `h`: what the optimizer reserves in its budget, so that running out
+  // shows at creation rather than in the middle of a step.
   uint64_t MaxStateBytes(const Hyperparameters& h) const;
   // Grows (or shrinks) the state's reservation for hyperparameters `h`.
   absl::Status ReserveStateFor(const Hyperparameters& h);
@@ -130,8 +128,8 @@ class FunctionalOptimizer {
   Hyperparameters hyperparameters_;
   const std::vector<ParameterLayout> layouts_;
   const std::shared_ptr<Backend> backend_;
+  MemoryBudget* const budget_;
   std::vector<ParameterState> states_;
-  MemoryBudget* budget_ = nullptr;
   Reservation state_reservation_;
 };
 

@@ -7,10 +7,16 @@
 
 namespace distopt {
 
-OptimizerStateDict MergeStateDicts(
-    const std::string& kind, std::vector<OptimizerStateDict> locals,
-    const std::vector<std::vector<int64_t>>& held,
+absl::StatusOr<OptimizerStateDict> MergeStateDicts(
+    const std::vector<FunctionalOptimizer*>& optimizers,
+    const std::string& kind, const std::vector<std::vector<int64_t>>& held,
     const std::vector<std::vector<int64_t>>& group_positions) {
+  std::vector<OptimizerStateDict> locals;
+  for (const FunctionalOptimizer* optimizer : optimizers) {
+    absl::StatusOr<OptimizerStateDict> local = optimizer->StateDict(kind);
+    if (!local.ok()) return local.status();
+    locals.push_back(*std::move(local));
+  }
   OptimizerStateDict whole;
   whole.kind = kind;
   for (size_t g = 0; g < locals.size(); ++g) {

@@ -17,11 +17,12 @@
 
 namespace distopt {
 
-// The local dicts' state at global positions, with the param groups'
-// hyperparameters and `group_positions[g]` (every position of group g).
-OptimizerStateDict MergeStateDicts(
-    const std::string& kind, std::vector<OptimizerStateDict> locals,
-    const std::vector<std::vector<int64_t>>& held,
+// The state dicts of optimizers[g] (group g's) merged: state at global
+// positions, with the param groups' hyperparameters and
+// `group_positions[g]` (every position of group g).
+absl::StatusOr<OptimizerStateDict> MergeStateDicts(
+    const std::vector<FunctionalOptimizer*>& optimizers,
+    const std::string& kind, const std::vector<std::vector<int64_t>>& held,
     const std::vector<std::vector<int64_t>>& group_positions);
 
 // INVALID_ARGUMENT naming the field when the groups, their positions or a

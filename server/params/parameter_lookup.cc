@@ -1,13 +1,14 @@
 #include "server/params/parameter_lookup.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/quoted.h"
 
 namespace distopt {
 namespace {
 
 std::string Describe(const ParameterKey& key) {
   return key.id.has_value() ? absl::StrCat("parameter ", *key.id)
-                            : absl::StrCat("parameter \"", key.name, "\"");
+                            : absl::StrCat("parameter ", Quoted(key.name));
 }
 
 }  // namespace

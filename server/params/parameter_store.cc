@@ -6,6 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/page_after.h"
+#include "common/quoted.h"
 
 namespace distopt {
 
@@ -88,30 +90,24 @@ absl::StatusOr<std::shared_ptr<Parameter>> ParameterStore::Find(
   auto it = id_by_name_.find(key.name);
   if (it == id_by_name_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("parameter.name: no parameter named \"", key.name, "\""));
+        absl::StrCat("parameter.name: no parameter named ", Quoted(key.name)));
   }
   return by_id_.at(it->second);
 }
 
 ParameterPage ParameterStore::List(absl::string_view name_prefix,
                                    uint64_t after_id, size_t limit) const {
-  std::vector<std::shared_ptr<Parameter>> selected;
-  std::optional<uint64_t> next_after_id;
+  IdPage<std::shared_ptr<Parameter>> selected;
   {
     absl::MutexLock lock(&mutex_);
-    for (auto it = by_id_.upper_bound(after_id); it != by_id_.end(); ++it) {
-      if (!absl::StartsWith(it->second->name(), name_prefix)) continue;
-      if (selected.size() == limit) {
-        next_after_id = selected.back()->id();
-        break;
-      }
-      selected.push_back(it->second);
-    }
+    selected = PageAfter(by_id_, after_id, limit, [&](const auto& parameter) {
+      return absl::StartsWith(parameter->name(), name_prefix);
+    });
   }
   ParameterPage page;
-  page.next_after_id = next_after_id;
-  page.parameters.reserve(selected.size());
-  for (const auto& parameter : selected) {
+  page.next_after_id = selected.next_after_id;
+  page.parameters.reserve(selected.values.size());
+  for (const auto& parameter : selected.values) {
     page.parameters.push_back(parameter->Info());
   }
   return page;

@@ -1,12 +1,14 @@
 #include "server/params/parameter_update.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace distopt {
 
 ParameterUpdate::ParameterUpdate(
-    const std::vector<std::shared_ptr<Parameter>>& parameters)
-    : parameters_(parameters), locks_(parameters_) {}
+    std::vector<std::shared_ptr<Parameter>> parameters)
+    : parameters_(std::move(parameters)), locks_(parameters_) {}
 
 absl::Status ParameterUpdate::CheckNoneDeleted() const {
   for (const auto& parameter : parameters_) {

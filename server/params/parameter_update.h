@@ -21,8 +21,7 @@ namespace distopt {
 class ParameterUpdate {
  public:
   // `parameters` must be distinct.
-  explicit ParameterUpdate(
-      const std::vector<std::shared_ptr<Parameter>>& parameters);
+  explicit ParameterUpdate(std::vector<std::shared_ptr<Parameter>> parameters);
   ParameterUpdate(const ParameterUpdate&) = delete;
   ParameterUpdate& operator=(const ParameterUpdate&) = delete;
 

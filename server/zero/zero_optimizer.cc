@@ -29,11 +29,6 @@ SpecificationParts DescribeZero(const std::string& kind_name,
   return parts;
 }
 
-absl::Span<char> AsBytes(absl::Span<float> values) {
-  return absl::Span<char>(reinterpret_cast<char*>(values.data()),
-                          values.size() * sizeof(float));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
@@ -42,8 +37,14 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     const ZeroOptions& options, MemoryBudget* budget) {
   std::unique_ptr<ZeroOptimizer> zero(
       new ZeroOptimizer(communicator, kind, kind_name, options, budget));
-  absl::Status valid = AgreeOnEveryRank(
-      *communicator, CheckHostFloatingParameters(groups, 0), "the parameters");
+  absl::Status valid = CheckHostFloatingParameters(groups, 0);
+  if (valid.ok() &&
+      options.bucket_bytes < static_cast<int64_t>(sizeof(float))) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("bucket_bytes: ", options.bucket_bytes,
+                     "; expected at least one float32 (4 bytes)"));
+  }
+  valid = AgreeOnEveryRank(*communicator, valid, "the parameters and options");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator, DescribeZero(kind_name, groups, options));
@@ -113,21 +114,12 @@ absl::StatusOr<ZeroOptimizer::Extension> ZeroOptimizer::PrepareExtension(
   const int rank = communicator_->rank();
   for (size_t a = 0; a < added.size(); ++a) {
     const size_t g = groups_.size() + a;
-    std::vector<ParameterLayout> layouts;
-    for (int index : partition->parameters[rank][g]) {
-      const Tensor& p = *added[a].params[index];
-      layouts.push_back({p.dtype(), p.shape()});
-    }
     // Made even when this rank owns none of the group, so that every rank
     // checks the hyperparameters and can report them in a state dict.
     absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-        FunctionalOptimizer::Create(kind_, added[a].hyperparameters, layouts,
-                                    Device::Cpu(), budget_);
-    if (!optimizer.ok()) {
-      return absl::Status(optimizer.status().code(),
-                          absl::StrCat("groups[", g, "].hyperparameters: ",
-                                       optimizer.status().message()));
-    }
+        CreateGroupOptimizer(kind_, added[a], partition->parameters[rank][g], g,
+                             budget_);
+    if (!optimizer.ok()) return optimizer.status();
     made.push_back(*std::move(optimizer));
   }
   return Extension{*std::move(partition), std::move(made)};
@@ -140,11 +132,16 @@ void ZeroOptimizer::Extend(std::vector<ParamGroup> added, Extension extension) {
   }
   partition_ = std::move(extension.partition);
   const int rank = communicator_->rank();
-  local_position_.resize(groups_.size());
+  steppers_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    local_position_[g].assign(groups_[g].params.size(), -1);
-    const std::vector<int>& mine = partition_.parameters[rank][g];
-    for (size_t j = 0; j < mine.size(); ++j) local_position_[g][mine[j]] = j;
+    GroupStepper& stepper = steppers_[g];
+    stepper.optimizer = local_[g].get();
+    stepper.params.clear();
+    stepper.position.assign(groups_[g].params.size(), -1);
+    for (int index : partition_.parameters[rank][g]) {
+      stepper.position[index] = static_cast<int>(stepper.params.size());
+      stepper.params.push_back(groups_[g].params[index]);
+    }
   }
 }
 
@@ -187,18 +184,33 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   }
   const std::vector<GradientBucket> plan = PlanGradientBuckets(
       groups_, partition_.owner, communicator_->size(), present,
-      std::max<int64_t>(
-          1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float))));
+      options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);
   // Gradient-sharded, each bucket's parameters were gathered already.
-  for (int owner = 0; owner < communicator_->size() && status.ok() &&
-                      !options_.gradient_sharded;
-       ++owner) {
-    status = BroadcastFromOwner(*communicator_, groups_, partition_, present,
-                                owner, options_.parameters_as_bucket_view,
-                                options_.bucket_bytes, &broadcast_scratch_);
+  if (!options_.gradient_sharded && !IsCollectiveFailure(status)) {
+    // The owners' parameters land on this rank from here on.
+    changing_ = true;
+    for (int owner = 0; owner < communicator_->size(); ++owner) {
+      absl::Status sent =
+          BroadcastFromOwner(*communicator_, groups_, partition_, present,
+                             owner, options_.parameters_as_bucket_view,
+                             options_.bucket_bytes, &broadcast_scratch_);
+      if (!sent.ok()) {
+        status = sent;
+        break;
+      }
+    }
+  }
+  // A rank that failed on its own (not in a collective) took part in every
+  // collective with zeros for its gradients: every rank learns of it here,
+  // so that none returns OK with a model that rank spoiled.
+  if (!IsCollectiveFailure(status)) {
+    status = AgreeOnEveryRank(
+        *communicator_, status, "the step",
+        "it took part with zeros for its gradients, so no rank's step is "
+        "whole");
   }
   if (!status.ok() && changing_) {
     // This rank's partition (and its optimizer state) may have moved on
@@ -226,58 +238,45 @@ absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
              : communicator_->AllReduce(values, ReduceOp::kAverage);
 }
 
-absl::Status ZeroOptimizer::StepBucket(const GradientBucket& bucket,
-                                       absl::Span<float> values) {
-  const int rank = communicator_->rank();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    // This rank's parameters of the group in its optimizer's order; only
-    // those in the bucket have a gradient this time.
-    const std::vector<int>& mine = partition_.parameters[rank][g];
-    std::vector<Tensor*> params;
-    for (int index : mine) params.push_back(groups_[g].params[index]);
-    std::vector<const Tensor*> grads(mine.size(), nullptr);
-    std::vector<std::optional<Tensor>> averaged(mine.size());
-    bool any = false;
-    for (const BucketEntry& entry : bucket.entries) {
-      if (entry.owner != rank || entry.group != static_cast<int>(g)) continue;
-      const int position = local_position_[g][entry.index];
-      absl::StatusOr<Tensor> gradient = BucketGradient(entry, groups_, values);
-      if (!gradient.ok()) return gradient.status();
-      averaged[position] = *std::move(gradient);
-      grads[position] = &*averaged[position];
-      any = true;
-    }
-    if (!any) continue;
-    changing_ = true;
-    absl::Status status = local_[g]->Step(params, grads);
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket,
+                                   absl::Span<float> values) {
+  if (!options_.gradient_sharded) return absl::OkStatus();
+  // Other owners' parameters land on this rank.
+  changing_ = true;
+  return GatherBucketParameters(*communicator_, bucket, groups_,
+                                AsBytes(values));
 }
 
+// A failure of this rank's own (filling or stepping a bucket) does not stop
+// it: it goes on through every collective with zeros for its gradients, so
+// that no other rank waits for it, and Round makes every rank report it.
 absl::Status ZeroOptimizer::ReduceAndStep(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
   gradient_scratch_[0].resize(LargestBucket(plan));
+  absl::Status local;
   for (const GradientBucket& bucket : plan) {
     absl::Span<float> values(gradient_scratch_[0].data(), bucket.size);
-    absl::Status status = FillBucket(bucket, groups_, grads, values);
-    if (status.ok()) status = Reduce(bucket, values);
-    if (status.ok()) status = StepBucket(bucket, values);
-    if (status.ok() && options_.gradient_sharded) {
-      status = GatherBucketParameters(*communicator_, bucket, groups_,
-                                      AsBytes(values));
+    if (local.ok()) local = FillBucket(bucket, grads, values);
+    if (!local.ok()) std::fill(values.begin(), values.end(), 0.0f);
+    absl::Status status = Reduce(bucket, values);
+    if (!status.ok()) return status;
+    if (local.ok()) {
+      local = StepBucket(bucket, groups_, values, steppers_, &changing_);
     }
+    status = Gather(bucket, values);
     if (!status.ok()) return status;
   }
-  return absl::OkStatus();
+  return local;
 }
 
 // Two bucket buffers: while a communication thread reduces bucket k + 1,
 // this thread steps bucket k (and fills the next). The first bucket is
 // stepped as soon as it is reduced, from the first step on. Gradient-
 // sharded, the thread then gathers bucket k's parameters (after reducing
-// k + 1), and bucket k's buffer is filled again only once it has.
+// k + 1), and bucket k's buffer is filled again only once it has. A local
+// failure goes on with zeros, as in ReduceAndStep; a collective's stops
+// the thread's collectives, and every waiter is still notified.
 absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
@@ -290,52 +289,44 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   };
   std::vector<absl::Notification> filled(n), reduced(n), stepped(n),
       gathered(n);
+  // The thread's first collective failure (read once it is joined), and
+  // what it was when bucket k had been reduced.
+  absl::Status collective;
   std::vector<absl::Status> reduce_status(n);
-  // The thread's first failure; it still notifies every waiter after one.
-  absl::Status communication_failure;
   std::thread communication([&] {
-    absl::Status& failure = communication_failure;
-    auto gather_bucket = [&](size_t k) {
-      stepped[k].WaitForNotification();
-      if (failure.ok()) {
-        failure = GatherBucketParameters(*communicator_, plan[k], groups_,
-                                         AsBytes(values(k)));
+    for (size_t k = 0; k <= n; ++k) {
+      if (k < n) {
+        filled[k].WaitForNotification();
+        if (collective.ok()) collective = Reduce(plan[k], values(k));
+        reduce_status[k] = collective;
+        reduced[k].Notify();
       }
-      gathered[k].Notify();
-    };
-    for (size_t k = 0; k < n; ++k) {
-      filled[k].WaitForNotification();
-      if (failure.ok()) failure = Reduce(plan[k], values(k));
-      reduce_status[k] = failure;
-      reduced[k].Notify();
-      if (gather && k > 0) gather_bucket(k - 1);
+      if (gather && k > 0) {
+        stepped[k - 1].WaitForNotification();
+        if (collective.ok()) collective = Gather(plan[k - 1], values(k - 1));
+        gathered[k - 1].Notify();
+      }
     }
-    if (gather && n > 0) gather_bucket(n - 1);
   });
-  absl::Status status;
+  absl::Status local;
   auto fill = [&](size_t k) {
     // The buffer was bucket k - 2's: its parameters must have gone out.
     if (gather && k >= 2) gathered[k - 2].WaitForNotification();
-    if (status.ok()) status = FillBucket(plan[k], groups_, grads, values(k));
-    filled[k].Notify();  // Even on failure: the thread must not wait.
+    if (local.ok()) local = FillBucket(plan[k], grads, values(k));
+    if (!local.ok()) std::fill(values(k).begin(), values(k).end(), 0.0f);
+    filled[k].Notify();
   };
   if (n > 0) fill(0);
   for (size_t k = 0; k < n; ++k) {
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
-    if (status.ok()) status = reduce_status[k];
-    if (status.ok()) status = StepBucket(plan[k], values(k));
+    if (local.ok() && reduce_status[k].ok()) {
+      local = StepBucket(plan[k], groups_, values(k), steppers_, &changing_);
+    }
     stepped[k].Notify();
   }
   communication.join();
-  if (status.ok()) status = communication_failure;
-  return status;
-}
-
-int64_t ZeroOptimizer::GlobalPosition(size_t group, int index) const {
-  int64_t position = index;
-  for (size_t g = 0; g < group; ++g) position += groups_[g].params.size();
-  return position;
+  return collective.ok() ? local : collective;
 }
 
 int64_t ZeroOptimizer::state_bytes() const {

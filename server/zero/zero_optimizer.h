@@ -1,10 +1,12 @@
-// ZeroOptimizer: ZeRO-1 over a Communicator, as torch's
-// ZeroRedundancyOptimizer. Every rank holds the full model; optimizer state
-// is kept only for this rank's partition (partition.h). A step averages the
-// gradients across ranks in fp32 (the job DDP does; gradient_buckets.h),
-// steps this rank's parameters, then each owner's parameters reach all
-// ranks (parameter_broadcast.h), so all ranks end equal. Parameters may mix
-// float32, float16 and bfloat16 (torch requires one dtype).
+// ZeroOptimizer: ZeRO over a Communicator, as torch's
+// ZeroRedundancyOptimizer (ZeRO-1), or gradient-sharded (ZeRO-2, see
+// ZeroOptions). Every rank holds the full model; optimizer state is kept
+// only for this rank's partition (partition.h). A step averages the
+// gradients across ranks in fp32 bucket by bucket (the job DDP does;
+// gradient_buckets.h), steps this rank's parameters, then each owner's
+// parameters reach all ranks (parameter_broadcast.h, or, gradient-sharded,
+// parameter_gather.h), so all ranks end equal. Parameters may mix float32,
+// float16 and bfloat16 (torch requires one dtype).
 //
 // All ranks call every method except the accessors together, with the same
 // arguments where they are shared (collectives pair up by order). Not
@@ -12,6 +14,7 @@
 #ifndef DISTOPT_SERVER_ZERO_ZERO_OPTIMIZER_H_
 #define DISTOPT_SERVER_ZERO_ZERO_OPTIMIZER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,7 +53,7 @@ struct ZeroOptions {
   // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
   // it, not by the model (a parameter larger than a bucket goes in a
   // bucket of its own).
-  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
 class ZeroOptimizer {
@@ -147,18 +150,16 @@ class ZeroOptimizer {
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active);
   // Averages one bucket across ranks (all of it, or this rank's block).
   absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
-  // Steps this rank's parameters of the bucket.
-  absl::Status StepBucket(const GradientBucket& bucket,
-                          absl::Span<float> values);
+  // Gradient-sharded: every owner's stepped parameters of the bucket reach
+  // every rank through `values` (nothing otherwise).
+  absl::Status Gather(const GradientBucket& bucket, absl::Span<float> values);
   absl::Status ReduceAndStep(const std::vector<GradientBucket>& plan,
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,
                                        const GroupGradientPointers& grads);
-  int64_t GlobalPosition(size_t group, int index) const;
   // Global positions of this rank's parameters, per group, in the local
-  // optimizers' order; and of every parameter, per group.
+  // optimizers' order.
   std::vector<std::vector<int64_t>> HeldPositions() const;
-  std::vector<std::vector<int64_t>> GroupPositions() const;
   absl::Status CheckStateFitsParameters(const OptimizerStateDict& dict) const;
   // A digest of each parameter's values, for CheckSameOnEveryRank.
   SpecificationParts DescribeValues() const;
@@ -175,16 +176,17 @@ class ZeroOptimizer {
   // Per group: the optimizer over this rank's parameters of the group (null
   // when it owns none), in partition order.
   std::vector<std::unique_ptr<FunctionalOptimizer>> local_;
-  // [g][i]: where parameter i of group g is in this rank's optimizer of
-  // the group; -1 when another rank owns it.
-  std::vector<std::vector<int>> local_position_;
+  // Per group: local_[g], this rank's parameters of it, and where each of
+  // the group's parameters is among them (-1 when another rank owns it).
+  std::vector<GroupStepper> steppers_;
   // Kept from step to step (a fresh buffer costs its page faults on every
   // step), each bounded by the bucket size: two gradient buckets (one for
   // overlap), and the bucket view's parameter bucket.
   std::vector<float> gradient_scratch_[2];
   std::vector<char> broadcast_scratch_;
-  // Set when a step begins changing this rank's parameters.
-  bool changing_ = false;
+  // Set when a step begins changing this rank's parameters (by stepping
+  // them, or by receiving other owners'; from either thread).
+  std::atomic<bool> changing_{false};
   absl::Status damage_;
 };
 

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/comm/forwarding_communicator.h"
 #include "server/optim/registry.h"
 #include "server/zero/zero_scenario.h"
 
@@ -251,7 +252,7 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
 
 // Passes every collective to gloo, counting the all-reduces (started(n)
 // says whether the n-th has begun) and the bytes each kind was given.
-class CountingCommunicator : public Communicator {
+class CountingCommunicator : public ForwardingCommunicator {
  public:
   explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
 
@@ -263,38 +264,22 @@ class CountingCommunicator : public Communicator {
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     ++calls_;
     all_reduce_bytes += values.size() * sizeof(float);
-    return inner_.AllReduce(values, op);
-  }
-  absl::Status Broadcast(absl::Span<float> values, int root) override {
-    return inner_.Broadcast(values, root);
-  }
-  absl::Status AllGather(absl::Span<const float> input,
-                         absl::Span<float> output) override {
-    return inner_.AllGather(input, output);
-  }
-  absl::Status ReduceScatter(absl::Span<const float> input,
-                             absl::Span<float> output, ReduceOp op) override {
-    return inner_.ReduceScatter(input, output, op);
+    return ForwardingCommunicator::AllReduce(values, op);
   }
   absl::Status ReduceScatterBlocks(absl::Span<float> values,
                                    absl::Span<const size_t> counts,
                                    ReduceOp op) override {
     reduce_scatter_bytes += values.size() * sizeof(float);
-    return inner_.ReduceScatterBlocks(values, counts, op);
+    return ForwardingCommunicator::ReduceScatterBlocks(values, counts, op);
   }
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
     all_gather_bytes += bytes.size();
-    return inner_.AllGatherBlocks(bytes, counts);
+    return ForwardingCommunicator::AllGatherBlocks(bytes, counts);
   }
-  absl::Status Barrier() override { return inner_.Barrier(); }
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
     broadcast_bytes += bytes.size();
-    return inner_.BroadcastBytes(bytes, root);
-  }
-  absl::Status GatherBytes(absl::Span<const char> input,
-                           absl::Span<char> output, int root) override {
-    return inner_.GatherBytes(input, output, root);
+    return ForwardingCommunicator::BroadcastBytes(bytes, root);
   }
 
   void StartCounting() {
@@ -310,6 +295,11 @@ class CountingCommunicator : public Communicator {
   std::atomic<size_t> broadcast_bytes{0};
 
  private:
+  absl::Status Forward(
+      absl::FunctionRef<absl::Status(Communicator&)> call) override {
+    return call(inner_);
+  }
+
   Communicator& inner_;
   std::atomic<int> calls_{0};
 };
@@ -428,9 +418,10 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
         ASSERT_TRUE(status.ok()) << status;
         const std::string mode =
             absl::StrCat("sharded=", sharded, " overlap=", overlap);
-        // Beyond the header's all-reduce: one float per parameter and one
-        // for whether the rank is active.
-        const size_t header = (6 + 1) * sizeof(float);
+        // Beyond the model: the header's all-reduce (one float per
+        // parameter and one for whether the rank is active) and the
+        // closing agreement's (one float per rank).
+        const size_t header = (6 + 1) * sizeof(float) + 2 * sizeof(float);
         if (sharded) {
           EXPECT_EQ(c.all_reduce_bytes, header) << mode;
           EXPECT_EQ(c.reduce_scatter_bytes, kModelBytes) << mode;
@@ -443,6 +434,65 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
           EXPECT_EQ(c.broadcast_bytes, kModelBytes) << mode;
         }
       });
+    }
+  }
+}
+
+// A rank whose own part of a step fails (here, a gradient it cannot read:
+// on a device that does not exist) still takes part in every collective,
+// and every rank learns of it: the others do not wait out the timeout, nor
+// return OK with averages that lack that rank's gradients. Every rank's
+// model changed, so every rank refuses further steps until recovered.
+TEST(ZeroLocalFailureTest, EveryRankReportsARankThatFailedOnItsOwn) {
+  for (bool sharded : {false, true}) {
+    for (bool overlap : {false, true}) {
+      const std::string mode =
+          absl::StrCat("sharded=", sharded, " overlap=", overlap);
+      std::vector<absl::Status> results(3);
+      std::vector<absl::Status> next(3);
+      const absl::Time start = absl::Now();
+      zero_testing::OnRanks(3, [&](Communicator& communicator) {
+        const int r = communicator.rank();
+        auto registry = OptimizerRegistry::WithBuiltins();
+        std::vector<Tensor> params, grads;
+        ParamGroup group;
+        group.hyperparameters = {{"lr", 0.1}};
+        for (int i = 0; i < 6; ++i) {
+          params.push_back(zero_testing::Initial(0, i, ParamSpec{{256}}));
+          grads.push_back(zero_testing::Gradient(0, i, 0, r, ParamSpec{{256}}));
+        }
+        for (Tensor& p : params) group.params.push_back(&p);
+        std::vector<const Tensor*> pointers;
+        for (const Tensor& g : grads) pointers.push_back(&g);
+        // Rank 1's gradient of parameter 3 claims a device that is not
+        // there: copying it to the bucket fails on that rank alone.
+        Tensor unreadable = Tensor::Borrow(grads[3].data(), DType::kFloat32,
+                                           {256}, Device::Cuda(77));
+        if (r == 1) pointers[3] = &unreadable;
+        ZeroOptions options;
+        options.gradient_sharded = sharded;
+        options.overlap = overlap;
+        options.bucket_bytes = 2048;  // Three buckets.
+        auto zero = ZeroOptimizer::Create(&communicator, *registry->Find("sgd"),
+                                          "sgd", {group}, options);
+        ASSERT_TRUE(zero.ok()) << zero.status();
+        results[r] = (*zero)->Step({pointers});
+        next[r] = (*zero)->Step({pointers});
+      });
+      EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << mode;
+      EXPECT_FALSE(results[1].ok()) << mode;
+      for (int r : {0, 2}) {
+        EXPECT_EQ(results[r].code(), absl::StatusCode::kFailedPrecondition)
+            << mode << " rank " << r << ": " << results[r];
+        EXPECT_THAT(results[r].message(), ::testing::HasSubstr("rank 1"))
+            << mode;
+      }
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(next[r].code(), absl::StatusCode::kFailedPrecondition)
+            << mode << " rank " << r << ": " << next[r];
+        EXPECT_THAT(next[r].message(), ::testing::HasSubstr("half-way"))
+            << mode << " rank " << r;
+      }
     }
   }
 }

@@ -19,16 +19,12 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
         absl::StrCat("to: ", to, "; expected a rank from 0 to ", size - 1));
   }
   // This rank's shard: the state of its parameters, at global positions.
-  std::vector<OptimizerStateDict> locals;
-  for (const auto& optimizer : local_) {
-    absl::StatusOr<OptimizerStateDict> local = optimizer->StateDict(kind_name_);
-    if (!local.ok()) return local.status();
-    locals.push_back(*std::move(local));
-  }
-  OptimizerStateDict shard = MergeStateDicts(kind_name_, std::move(locals),
-                                             HeldPositions(), GroupPositions());
+  absl::StatusOr<OptimizerStateDict> shard =
+      MergeStateDicts(OptimizersOf(steppers_), kind_name_, HeldPositions(),
+                      GlobalPositions(groups_));
+  if (!shard.ok()) return shard.status();
   v1::OptimizerStateDict proto;
-  StateDictToProto(shard, &proto);
+  StateDictToProto(*shard, &proto);
   std::string bytes;
   if (!proto.SerializeToString(&bytes)) {
     return absl::ResourceExhaustedError(
@@ -53,7 +49,7 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
   // everywhere), with every rank's state.
   OptimizerStateDict whole;
   whole.kind = kind_name_;
-  whole.param_groups = std::move(shard.param_groups);
+  whole.param_groups = std::move(shard->param_groups);
   for (int r = 0; r < size; ++r) {
     v1::OptimizerStateDict part;
     if (!part.ParseFromArray(gathered.data() + r * largest,
@@ -72,8 +68,7 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
 
 absl::Status ZeroOptimizer::LoadStateDict(
     const absl::StatusOr<OptimizerStateDict>& given) {
-  std::vector<FunctionalOptimizer*> optimizers;
-  for (const auto& optimizer : local_) optimizers.push_back(optimizer.get());
+  const std::vector<FunctionalOptimizer*> optimizers = OptimizersOf(steppers_);
   std::vector<OptimizerStateDict> backups;
   // Loads this rank's share, all or nothing.
   auto load_share = [&]() -> absl::Status {
@@ -81,7 +76,7 @@ absl::Status ZeroOptimizer::LoadStateDict(
     absl::Status fits = CheckStateFitsParameters(*given);
     if (!fits.ok()) return fits;
     absl::StatusOr<std::vector<OptimizerStateDict>> shares =
-        SplitStateDict(*given, HeldPositions(), GroupPositions());
+        SplitStateDict(*given, HeldPositions(), GlobalPositions(groups_));
     if (!shares.ok()) return shares.status();
     absl::StatusOr<std::vector<OptimizerStateDict>> old = LoadAllOrNothing(
         optimizers, kind_name_, *shares,
@@ -106,14 +101,15 @@ absl::Status ZeroOptimizer::LoadStateDict(
 
 SpecificationParts ZeroOptimizer::DescribeValues() const {
   SpecificationParts parts;
+  const std::vector<std::vector<int64_t>> positions = GlobalPositions(groups_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = *groups_[g].params[i];
       const uint64_t hash = Fingerprint(
           absl::string_view(static_cast<const char*>(p.data()), p.byte_size()));
       parts.emplace_back(
-          absl::StrCat("the values of parameter ", GlobalPosition(g, i),
-                       " (group ", g, ", index ", i, ")"),
+          absl::StrCat("the values of parameter ", positions[g][i], " (group ",
+                       g, ", index ", i, ")"),
           absl::StrCat(hash));
     }
   }
@@ -149,24 +145,15 @@ absl::Status ZeroOptimizer::CheckStateFitsParameters(
 }
 
 std::vector<std::vector<int64_t>> ZeroOptimizer::HeldPositions() const {
+  const std::vector<std::vector<int64_t>> positions = GlobalPositions(groups_);
   std::vector<std::vector<int64_t>> held(groups_.size());
   const int rank = communicator_->rank();
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (int index : partition_.parameters[rank][g]) {
-      held[g].push_back(GlobalPosition(g, index));
+      held[g].push_back(positions[g][index]);
     }
   }
   return held;
-}
-
-std::vector<std::vector<int64_t>> ZeroOptimizer::GroupPositions() const {
-  std::vector<std::vector<int64_t>> positions(groups_.size());
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      positions[g].push_back(GlobalPosition(g, i));
-    }
-  }
-  return positions;
 }
 
 }  // namespace distopt

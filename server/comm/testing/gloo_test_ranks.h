@@ -3,13 +3,9 @@
 #ifndef DISTOPT_SERVER_COMM_TESTING_GLOO_TEST_RANKS_H_
 #define DISTOPT_SERVER_COMM_TESTING_GLOO_TEST_RANKS_H_
 
-#include <memory>
-#include <thread>
-#include <vector>
-
 #include "gtest/gtest.h"
 #include "server/comm/communicator_group.h"
-#include "server/comm/gloo_communicator.h"
+#include "server/comm/testing/gloo_threads.h"
 
 namespace distopt {
 
@@ -18,23 +14,16 @@ namespace distopt {
 template <typename Body>
 void OnGlooGroups(int size, Body body,
                   absl::Duration timeout = absl::Seconds(30)) {
-  KeyValueStore store;
-  LocalRendezvousStore rendezvous(&store);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < size; ++r) {
-    ranks.emplace_back([&, r] {
-      GlooOptions options;
-      options.rank = r;
-      options.size = size;
-      options.timeout = timeout;
-      absl::StatusOr<std::unique_ptr<Communicator>> communicator =
-          CreateGlooCommunicator(options, &rendezvous);
-      ASSERT_TRUE(communicator.ok()) << communicator.status();
-      GlooCommunicatorGroup group(communicator->get(), options, &rendezvous);
-      body(group);
-    });
-  }
-  for (std::thread& rank : ranks) rank.join();
+  GlooOptions base;
+  base.timeout = timeout;
+  absl::Status made = OnGlooThreads(
+      size, base,
+      [&](Communicator& communicator, const GlooOptions& options,
+          RendezvousStore* rendezvous) {
+        GlooCommunicatorGroup group(&communicator, options, rendezvous);
+        body(group);
+      });
+  ASSERT_TRUE(made.ok()) << made;
 }
 
 // Runs body(communicator) on `size` ranks at once; returns when all end.

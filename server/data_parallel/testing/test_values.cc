@@ -9,31 +9,13 @@ namespace data_parallel_testing {
 
 Tensor FromFloats(const std::vector<float>& values, const ParamSpec& spec) {
   Tensor t = *Tensor::AllocateHost(spec.dtype, spec.shape);
-  switch (spec.dtype) {
-    case DType::kFloat16:
-      FloatToHalf(values, t.host_span<uint16_t>());
-      break;
-    case DType::kBFloat16:
-      FloatToBFloat16(values, t.host_span<uint16_t>());
-      break;
-    default:
-      std::copy(values.begin(), values.end(), t.host_span<float>().begin());
-  }
+  NarrowFromFloat(values, spec.dtype, t.data());
   return t;
 }
 
 std::vector<float> ToFloats(const Tensor& t) {
   std::vector<float> values(t.num_elements());
-  switch (t.dtype()) {
-    case DType::kFloat16:
-      HalfToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
-      break;
-    case DType::kBFloat16:
-      BFloat16ToFloat(t.host_span<uint16_t>(), absl::MakeSpan(values));
-      break;
-    default:
-      std::copy_n(t.host_span<float>().begin(), values.size(), values.begin());
-  }
+  WidenToFloat(t.dtype(), t.data(), absl::MakeSpan(values));
   return values;
 }
 
