@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/memory_budget.h"
 #include "google/protobuf/message.h"
 #include "proto/distopt/v1/tensor.pb.h"
 
@@ -40,11 +41,16 @@ bool WriteChunked(const google::protobuf::Message& message, Writer* writer) {
 // Reads chunks until the stream ends and parses them into `message`.
 // INVALID_ARGUMENT naming `field` when the first chunk announces more than
 // `max_total` bytes (before any is buffered), when the chunks do not add up
-// to the total it announced, or when they do not parse.
+// to the total it announced, or when they do not parse. With a `budget`,
+// the announced total is reserved from it before any byte is buffered, and
+// held until the message is parsed: RESOURCE_EXHAUSTED naming `field` when
+// it does not fit.
 template <typename Reader>
 absl::Status ReadChunked(
     Reader* reader, absl::string_view field, google::protobuf::Message* message,
-    int64_t max_total = std::numeric_limits<int32_t>::max()) {
+    int64_t max_total = std::numeric_limits<int32_t>::max(),
+    MemoryBudget* budget = nullptr) {
+  Reservation buffered;  // Outlives `bytes`.
   std::string bytes;
   int64_t total = -1;
   v1::MessageChunk chunk;
@@ -55,6 +61,12 @@ absl::Status ReadChunked(
         return absl::InvalidArgumentError(
             absl::StrCat(field, ".total_bytes: ", total, "; expected 0 to ",
                          max_total, " bytes"));
+      }
+      if (budget != nullptr) {
+        absl::StatusOr<Reservation> reserved =
+            budget->ReserveTotal(static_cast<uint64_t>(total), field);
+        if (!reserved.ok()) return reserved.status();
+        buffered = *std::move(reserved);
       }
       bytes.reserve(total);
     }

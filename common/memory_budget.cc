@@ -56,6 +56,10 @@ absl::StatusOr<Reservation> MemoryBudget::ReserveTotal(uint64_t bytes,
 
 absl::Status MemoryBudget::Resize(Reservation& reservation, uint64_t bytes,
                                   absl::string_view what) {
+  if (reservation.budget_ != nullptr && reservation.budget_ != this) {
+    return absl::InternalError(
+        absl::StrCat(what, ": resized against a budget it was not taken from"));
+  }
   if (bytes <= reservation.bytes_) {
     if (reservation.budget_ == this) Release(reservation.bytes_ - bytes);
     reservation.bytes_ = bytes;

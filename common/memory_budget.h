@@ -4,7 +4,8 @@
 // Everything the daemon keeps for its clients holds a Reservation for its
 // bytes: parameters, the staging buffers of writes in flight, gradients and
 // tensors saved by forwards in autograd contexts (and each context's own
-// bookkeeping), optimizer state, and the group's key-value store. A single
+// bookkeeping), optimizer state, the group's key-value store, and the
+// buffers of requests that arrive in chunks (while they arrive). A single
 // tensor over `max_tensor_bytes`, or a reservation that would take the total
 // over `max_total_bytes`, is refused with RESOURCE_EXHAUSTED naming what
 // did not fit. Zero means no limit. Thread-safe.
@@ -57,7 +58,8 @@ class MemoryBudget {
                                            absl::string_view what);
   // Makes `reservation` (of this budget, or empty) hold `bytes`: more is
   // checked against the total limit (RESOURCE_EXHAUSTED naming `what`,
-  // and the reservation unchanged), less is given back.
+  // and the reservation unchanged), less is given back. INTERNAL, and the
+  // reservation unchanged, for a reservation of another budget.
   absl::Status Resize(Reservation& reservation, uint64_t bytes,
                       absl::string_view what);
 

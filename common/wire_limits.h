@@ -20,6 +20,10 @@ inline constexpr int64_t kMaxTensorPayloadBytes = int64_t{60} << 20;
 // Tensor bytes one chunked autograd call may carry each way: its message is
 // serialized whole, and protobuf stops at 2 GiB.
 inline constexpr int64_t kMaxChunkedPayloadBytes = int64_t{1920} << 20;
+// A chunked autograd call's whole message, as the daemon accepts it: its
+// tensors plus room for the rest (ids, shapes, names).
+inline constexpr int64_t kMaxChunkedMessageBytes =
+    kMaxChunkedPayloadBytes + (int64_t{16} << 20);
 // Trailing metadata key of a unary autograd call refused only because its
 // reply would exceed kMaxTensorPayloadBytes (nothing was changed; the
 // chunked variant of the call will carry it).

@@ -24,12 +24,25 @@
 #include "absl/time/time.h"
 #include "common/device.h"
 #include "grpc/grpc.h"
+#include "server/daemon/worker_options.h"
 #include "server/daemon/worker_server.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+namespace {
+
+// The flags' defaults are WorkerOptions' own.
+const distopt::WorkerOptions& Defaults() {
+  static const distopt::WorkerOptions* const defaults =
+      new distopt::WorkerOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen,
           "host:port to serve on; port 0 picks a free port, reported on "
           "stdout and in --port_file");
-ABSL_FLAG(std::string, device, "cpu", "where parameters live: cpu or cuda:N");
+ABSL_FLAG(std::string, device, Defaults().device.ToString(),
+          "where parameters live: cpu or cuda:N");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file once serving");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -38,31 +51,39 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(std::vector<std::string>, optimizer_plugin, {},
           "shared library adding optimizer kinds (comma-separated, or the "
           "flag repeated); see server/optim/plugin_api.h");
-ABSL_FLAG(absl::Duration, context_ttl, absl::Minutes(30),
+ABSL_FLAG(absl::Duration, context_ttl, Defaults().context_ttl,
           "autograd contexts idle longer than this are collected");
-ABSL_FLAG(absl::Duration, group_timeout, absl::Minutes(5),
+ABSL_FLAG(absl::Duration, group_timeout, Defaults().group_timeout,
           "how long to wait for the other ranks of the group to join");
 ABSL_FLAG(std::string, group_secret_file, "",
           "file with the data-parallel group's secret (at least 16 bytes, the "
           "same on every rank); required with --world_size > 1");
-ABSL_FLAG(int, rank, 0, "this daemon's rank in its data-parallel group");
-ABSL_FLAG(int, world_size, 1, "number of ranks in the data-parallel group");
+ABSL_FLAG(int, rank, Defaults().rank,
+          "this daemon's rank in its data-parallel group");
+ABSL_FLAG(int, world_size, Defaults().world_size,
+          "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
           "comma-separated addresses of the other ranks' daemons");
 ABSL_FLAG(std::string, rendezvous, "", "rank 0's address, instead of --peers");
-ABSL_FLAG(uint64_t, max_tensor_bytes, 0,
+ABSL_FLAG(uint64_t, max_tensor_bytes, Defaults().max_tensor_bytes,
           "largest tensor the daemon accepts, in bytes (0: no limit)");
-ABSL_FLAG(uint64_t, max_total_bytes, 0,
-          "most tensor bytes the daemon holds at once (0: no limit)");
-ABSL_FLAG(int, max_threads, 256,
+ABSL_FLAG(uint64_t, max_total_bytes, Defaults().max_total_bytes,
+          "most bytes the daemon holds for clients at once: parameters, "
+          "gradients and autograd contexts, optimizer state, the group's "
+          "store, requests arriving in chunks (0: no limit)");
+ABSL_FLAG(int, max_threads, Defaults().max_threads,
           "server threads in all; past it a call is refused "
-          "(RESOURCE_EXHAUSTED)");
-ABSL_FLAG(int, max_streams, 128,
-          "calls clients keep open (streams, store waits) in all");
-ABSL_FLAG(int, max_streams_per_connection, 16,
-          "calls one connection keeps open at once");
-ABSL_FLAG(absl::Duration, stream_stall_timeout, absl::Seconds(30),
-          "a reply stream whose client reads nothing for this long is ended");
+          "(RESOURCE_EXHAUSTED); at least --max_streams + 16 + world_size - 1 "
+          "(0: that, and at least 256)");
+ABSL_FLAG(int, max_streams, Defaults().streams.total,
+          "calls that stay open as long as their client likes (streams, calls "
+          "waiting for other ranks), in all");
+ABSL_FLAG(int, max_streams_per_connection, Defaults().streams.per_connection,
+          "such calls one connection keeps open at once");
+ABSL_FLAG(absl::Duration, stream_stall_timeout,
+          Defaults().streams.stall_timeout,
+          "a call whose client reads none of its reply, or sends none of the "
+          "rest of its request, for this long is ended");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain of this daemon; turns on TLS");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
@@ -72,7 +93,7 @@ ABSL_FLAG(std::string, tls_client_ca_file, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "file holding a token every call must carry as 'authorization: "
           "Bearer <token>' (needs TLS)");
-ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
+ABSL_FLAG(absl::Duration, shutdown_grace, Defaults().shutdown_grace,
           "how long in-flight calls may run on after SIGTERM or SIGINT");
 
 namespace {
@@ -191,10 +212,10 @@ int main(int argc, char** argv) {
   options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.max_threads = absl::GetFlag(FLAGS_max_threads);
-  options.max_streams = absl::GetFlag(FLAGS_max_streams);
-  options.max_streams_per_connection =
+  options.streams.total = absl::GetFlag(FLAGS_max_streams);
+  options.streams.per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);
-  options.stream_stall_timeout = absl::GetFlag(FLAGS_stream_stall_timeout);
+  options.streams.stall_timeout = absl::GetFlag(FLAGS_stream_stall_timeout);
 
   absl::StatusOr<std::unique_ptr<distopt::WorkerServer>> worker =
       distopt::WorkerServer::Start(options);

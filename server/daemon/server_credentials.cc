@@ -2,11 +2,9 @@
 
 #include <string>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
-#include "common/constant_time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "server/daemon/flag_files.h"
+#include "server/services/metadata_secret.h"
 
 namespace distopt {
 namespace {
@@ -21,26 +19,23 @@ class BearerTokenChecker : public grpc::AuthMetadataProcessor {
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext*,
                        OutputMetadata* consumed, OutputMetadata*) override {
-    // Two tokens would let a check that reads one pass a call that carries
-    // another: refused outright.
-    if (metadata.count("authorization") > 1) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "authorization: more than one; expected one "
-                          "\"Bearer <token>\"");
+    switch (CheckSecret(metadata, "authorization", expected_)) {
+      case SecretCheck::kMatches:
+        consumed->insert({"authorization", expected_});
+        return grpc::Status::OK;
+      case SecretCheck::kRepeated:
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                            "authorization: more than one; expected one "
+                            "\"Bearer <token>\"");
+      case SecretCheck::kMissing:
+        return grpc::Status(
+            grpc::StatusCode::UNAUTHENTICATED,
+            "authorization: missing; expected \"Bearer <token>\" metadata");
+      case SecretCheck::kWrong:
+        break;
     }
-    auto it = metadata.find("authorization");
-    if (it == metadata.end()) {
-      return grpc::Status(
-          grpc::StatusCode::UNAUTHENTICATED,
-          "authorization: missing; expected \"Bearer <token>\" metadata");
-    }
-    const absl::string_view given(it->second.data(), it->second.size());
-    if (!ConstantTimeEquals(given, expected_)) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "authorization: the bearer token is not valid");
-    }
-    consumed->insert({"authorization", std::string(given)});
-    return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "authorization: the bearer token is not valid");
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "server/daemon/worker_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -7,6 +9,17 @@
 
 namespace distopt {
 namespace {
+
+// Threads above --max_streams for short calls, which take no slot. The
+// group's store Waits take none either: rank 0 serves about one per other
+// rank at a time (a rank connects its collectives one after the other),
+// so the rule below adds one thread per other rank.
+constexpr int kShortCallThreads = 16;
+
+int64_t LeastThreads(const WorkerOptions& options) {
+  return int64_t{options.streams.total} + kShortCallThreads +
+         std::max(0, options.world_size - 1);
+}
 
 // host:port, [v6]:port or unix:path; the port 0 to 65535.
 absl::Status ValidateAddress(const std::string& address,
@@ -25,6 +38,11 @@ absl::Status ValidateAddress(const std::string& address,
 }
 
 }  // namespace
+
+int ThreadLimit(const WorkerOptions& options) {
+  if (options.max_threads != 0) return options.max_threads;
+  return static_cast<int>(std::max<int64_t>(256, LeastThreads(options)));
+}
 
 absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
   absl::Status status = ValidateAddress(options.listen, "--listen");
@@ -79,24 +97,27 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         ": expected --group_secret_file, a file with the group's secret (the "
         "same on every rank; only its ranks may use the group's store)"));
   }
-  if (options.max_streams < 1 || options.max_streams_per_connection < 1 ||
-      options.max_streams_per_connection > options.max_streams) {
+  const StreamLimitOptions& streams = options.streams;
+  if (streams.total < 1 || streams.per_connection < 1 ||
+      streams.per_connection > streams.total) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max_streams=", options.max_streams,
-        " --max_streams_per_connection=", options.max_streams_per_connection,
-        ": expected 1 <= per connection <= total"));
+        "--max_streams=", streams.total, " --max_streams_per_connection=",
+        streams.per_connection, ": expected 1 <= per connection <= total"));
   }
-  if (options.max_threads < options.max_streams + 16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_threads=", options.max_threads,
-                     ": expected at least ", options.max_streams + 16,
-                     " (--max_streams plus room for short calls)"));
+  // Calls with a slot may hold --max_streams threads; the rest must still
+  // find one.
+  const int64_t least_threads = LeastThreads(options);
+  if (options.max_threads != 0 && options.max_threads < least_threads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_threads=", options.max_threads, ": expected at least ",
+        least_threads, " (--max_streams, plus ", kShortCallThreads,
+        " for short calls and one per other rank for the group's store "
+        "waits)"));
   }
-  if (options.stream_stall_timeout < absl::Milliseconds(100)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--stream_stall_timeout=",
-                     absl::FormatDuration(options.stream_stall_timeout),
-                     ": expected at least 100ms"));
+  if (streams.stall_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stream_stall_timeout=", absl::FormatDuration(streams.stall_timeout),
+        ": expected at least 100ms"));
   }
   if (options.max_total_bytes != 0 &&
       options.max_tensor_bytes > options.max_total_bytes) {

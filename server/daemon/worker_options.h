@@ -1,6 +1,7 @@
 // WorkerOptions: everything the daemon is configured with, filled from the
 // command line by main.cc and validated here, apart from the flags library
-// so that tests can build options directly.
+// so that tests can build options directly. The defaults here are the
+// flags' defaults.
 #ifndef DISTOPT_SERVER_DAEMON_WORKER_OPTIONS_H_
 #define DISTOPT_SERVER_DAEMON_WORKER_OPTIONS_H_
 
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/device.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
@@ -48,16 +50,18 @@ struct WorkerOptions {
   // the file.
   std::string group_secret;
 
-  // Resource limits; 0 means none.
+  // Memory clients can make the daemon hold (common/memory_budget.h): the
+  // largest tensor, and everything together; 0 means no limit.
   uint64_t max_tensor_bytes = 0;
   uint64_t max_total_bytes = 0;
   // Server threads in all: past it a call is refused (RESOURCE_EXHAUSTED).
-  int max_threads = 256;
-  // Calls a client keeps open (streams, store waits): in all, and per
-  // connection; a reply write stalled this long ends its call.
-  int max_streams = 128;
-  int max_streams_per_connection = 16;
-  absl::Duration stream_stall_timeout = absl::Seconds(30);
+  // 0: ThreadLimit's choice, enough for any group size.
+  int max_threads = 0;
+  // Calls that stay open as long as their client likes (streams, and calls
+  // that wait for other ranks; the group's store Waits take none): in all
+  // (--max_streams), per connection (--max_streams_per_connection), and how
+  // long a reply write or request read may stall (--stream_stall_timeout).
+  StreamLimitOptions streams;
 
   // TLS: PEM files of the server's certificate chain and private key. With
   // a client CA, clients must present a certificate it signed (mutual TLS).
@@ -75,6 +79,11 @@ struct WorkerOptions {
 
 // INVALID_ARGUMENT naming the flag (--listen, --rank, ...) and what it
 // expects when the options are inconsistent.
+// The server threads the daemon runs with: --max_threads, or when that is
+// 0, what the streams, the short calls and the group's store Waits need
+// (see ValidateWorkerOptions), at least 256.
+int ThreadLimit(const WorkerOptions& options);
+
 absl::Status ValidateWorkerOptions(const WorkerOptions& options);
 
 }  // namespace distopt

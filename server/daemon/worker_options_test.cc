@@ -46,6 +46,14 @@ TEST(WorkerOptionsTest, EachBadFlagIsNamed) {
          o.max_total_bytes = 5;
        },
        "--max_tensor_bytes=10"},
+      {[](WorkerOptions& o) { o.streams.per_connection = 200; },
+       "--max_streams_per_connection=200"},
+      {[](WorkerOptions& o) {
+         o.streams.stall_timeout = absl::Milliseconds(5);
+       },
+       "--stream_stall_timeout=5ms"},
+      {[](WorkerOptions& o) { o.max_threads = 100; },
+       "--max_threads=100: expected at least 144"},
   };
   for (const Case& c : cases) {
     absl::Status status = Check(c.edit);
@@ -91,6 +99,44 @@ TEST(WorkerOptionsTest, AGroupNeedsItsSecret) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
               ::testing::HasSubstr("--group_secret_file"));
+}
+
+// The threads above --max_streams serve the calls without a slot: short
+// calls, and on rank 0 one store Wait per other rank.
+TEST(WorkerOptionsTest, ThreadsLeaveRoomForShortCallsAndStoreWaits) {
+  auto small = [](WorkerOptions& o) {
+    o.streams.total = 32;
+    o.streams.per_connection = 8;
+    o.max_threads = 48;
+  };
+  EXPECT_TRUE(Check(small).ok());
+  const absl::Status status = Check([](WorkerOptions& o) {
+    o.streams.total = 32;
+    o.streams.per_connection = 8;
+    o.max_threads = 48;
+    o.world_size = 3;
+    o.peers = {"10.0.0.1:50051", "10.0.0.2:50051"};
+    o.group_secret_file = "/run/secrets/group";
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("--max_threads=48: expected at least 50"));
+}
+
+// Left at 0, the thread limit grows with the group: a large group starts
+// with the default flags.
+TEST(WorkerOptionsTest, TheDefaultThreadLimitFitsAnyGroup) {
+  EXPECT_EQ(ThreadLimit(WorkerOptions()), 256);
+  auto large_group = [](WorkerOptions& o) {
+    o.world_size = 300;
+    o.rank = 1;
+    o.rendezvous = "10.0.0.1:50051";
+    o.group_secret_file = "/run/secrets/group";
+  };
+  EXPECT_TRUE(Check(large_group).ok());
+  WorkerOptions options;
+  large_group(options);
+  EXPECT_EQ(ThreadLimit(options), 128 + 16 + 299);
 }
 
 }  // namespace

@@ -48,21 +48,21 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       autograd_(&contexts_, &parameters_, &ops_),
       group_store_(&budget_),
       optimizers_(&parameters_, &contexts_, optimizer_kinds_.get()),
-      streams_({options.max_streams, options.max_streams_per_connection,
-                options.stream_stall_timeout}),
+      streams_(options.streams),
       parameter_service_(&parameters_, &streams_),
-      autograd_service_(&contexts_, &autograd_, &streams_),
+      autograd_service_(&contexts_, &autograd_, &streams_, &budget_),
       group_service_({options.rank, options.world_size, options.peers,
                       options.rendezvous, options.group_secret},
                      &group_store_, &membership_view_, &streams_),
       zero_({&parameters_, &contexts_, optimizer_kinds_.get(),
              &membership_view_}),
-      zero_service_(&zero_, &streams_),
+      zero_service_(&zero_, &streams_, &budget_),
       local_sgd_({&parameters_, &contexts_, optimizer_kinds_.get(),
                   &membership_view_}),
-      local_sgd_service_(&local_sgd_, &streams_),
-      optimizer_service_(optimizer_kinds_.get(), &optimizers_, &streams_),
-      health_service_(&health_) {}
+      local_sgd_service_(&local_sgd_, &streams_, &budget_),
+      optimizer_service_(optimizer_kinds_.get(), &optimizers_, &streams_,
+                         &budget_),
+      health_service_(&health_, &streams_) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerOptions& options) {
@@ -114,11 +114,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   // Threads in all: past the quota gRPC refuses a call with
   // RESOURCE_EXHAUSTED instead of starting a thread for it.
   grpc::ResourceQuota quota("distopt_worker");
-  quota.SetMaxThreads(options.max_threads);
+  quota.SetMaxThreads(ThreadLimit(options));
   builder.SetResourceQuota(quota);
   // One connection cannot open streams without bound either.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             4 * options.max_streams_per_connection);
+                             4 * options.streams.per_connection);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddListeningPort(options.listen, *credentials, &worker->port_);
@@ -195,7 +195,9 @@ absl::Status WorkerServer::Shutdown() {
   if (membership_ != nullptr) membership_->StopJoining();
   // Calls waiting on the store end now, not at their timeouts.
   group_store_.Close();
-  optimizer_service_.CloseStreams();
+  // Streams idle between requests (StepStream) end now; the ones serving a
+  // request reply first.
+  streams_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   membership_view_ = nullptr;

@@ -3,7 +3,8 @@
 // it; tests may run it in-process.
 //
 // Lifecycle: Start() binds and serves (health SERVING); Shutdown() flips
-// health to NOT_SERVING, lets in-flight calls finish within the grace period,
+// health to NOT_SERVING, ends the streams idle between requests (see
+// StreamLimits::Close), lets in-flight calls finish within the grace period,
 // cancels what is left, and returns when the server has stopped. Shutdown()
 // may be called from any thread, once.
 #ifndef DISTOPT_SERVER_DAEMON_WORKER_SERVER_H_

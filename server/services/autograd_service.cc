@@ -2,12 +2,9 @@
 
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/chunked_message.h"
 #include "common/grpc_status.h"
-#include "common/quoted.h"
 #include "common/wire_limits.h"
 #include "common/wire_tensor.h"
 #include "server/services/caller_identity.h"
@@ -25,27 +22,6 @@ grpc::Status UnaryStatus(grpc::ServerContext* context,
     context->AddTrailingMetadata(kReplyTooLargeMetadata, "1");
   }
   return ToGrpcStatus(status);
-}
-
-// A chunked call: the whole request, `serve`, then the whole reply.
-template <typename Request, typename Response, typename Serve>
-grpc::Status ServeChunked(StreamLimits& streams, grpc::ServerContext* context,
-                          absl::string_view call,
-                          AutogradServiceImpl::ChunkStream* stream,
-                          Serve serve) {
-  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
-      streams.Acquire(context, call);
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
-  Request request;
-  // The tensors, plus room for the rest of the message.
-  WatchedStream<AutogradServiceImpl::ChunkStream> watched(stream, slot->get());
-  absl::Status status = ReadChunked(&watched, "request", &request,
-                                    kMaxChunkedPayloadBytes + (16 << 20));
-  if (!status.ok()) return ToGrpcStatus(status);
-  Response response;
-  status = serve(request, &response);
-  if (!status.ok()) return ToGrpcStatus(status);
-  return WriteReplyChunked(response, stream, "reply", slot->get());
 }
 
 // The request's tensors, named `field`[i] in errors.
@@ -169,46 +145,48 @@ grpc::Status AutogradServiceImpl::GetGradients(
                                  CallerIdentity(*context)));
 }
 
+template <typename Request, typename Response>
+grpc::Status AutogradServiceImpl::ServeChunked(
+    grpc::ServerContext* context, ChunkStream* stream, absl::string_view call,
+    absl::Status (AutogradServiceImpl::*serve)(const Request&, Response*,
+                                               int64_t, absl::string_view)) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, call);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
+  Request request;
+  absl::Status status =
+      ReadRequestChunked(stream, slot->get(), budget_, "request", &request,
+                         kMaxChunkedMessageBytes);
+  if (!status.ok()) return ToGrpcStatus(status);
+  Response response;
+  status = (this->*serve)(request, &response, kMaxChunkedPayloadBytes,
+                          CallerIdentity(*context));
+  if (!status.ok()) return ToGrpcStatus(status);
+  return WriteReplyChunked(response, stream, "reply", slot->get());
+}
+
 grpc::Status AutogradServiceImpl::ForwardChunked(grpc::ServerContext* context,
                                                  ChunkStream* stream) {
-  return ServeChunked<v1::ForwardRequest, v1::ForwardResponse>(
-      *streams_, context, "ForwardChunked", stream,
-      [this, context](const auto& request, auto* response) {
-        return ServeForward(request, response, kMaxChunkedPayloadBytes,
-                            CallerIdentity(*context));
-      });
+  return ServeChunked(context, stream, "ForwardChunked",
+                      &AutogradServiceImpl::ServeForward);
 }
 
 grpc::Status AutogradServiceImpl::BackwardChunked(grpc::ServerContext* context,
                                                   ChunkStream* stream) {
-  return ServeChunked<v1::BackwardRequest, v1::BackwardResponse>(
-      *streams_, context, "BackwardChunked", stream,
-      [this, context](const auto& request, auto* response) {
-        return ServeBackward(request, response, kMaxChunkedPayloadBytes,
-                             CallerIdentity(*context));
-      });
+  return ServeChunked(context, stream, "BackwardChunked",
+                      &AutogradServiceImpl::ServeBackward);
 }
 
 grpc::Status AutogradServiceImpl::AccumulateGradientsChunked(
     grpc::ServerContext* context, ChunkStream* stream) {
-  return ServeChunked<v1::AccumulateGradientsRequest,
-                      v1::AccumulateGradientsResponse>(
-      *streams_, context, "AccumulateGradientsChunked", stream,
-      [this, context](const auto& request, auto* response) {
-        return ServeAccumulateGradients(request, response,
-                                        kMaxChunkedPayloadBytes,
-                                        CallerIdentity(*context));
-      });
+  return ServeChunked(context, stream, "AccumulateGradientsChunked",
+                      &AutogradServiceImpl::ServeAccumulateGradients);
 }
 
 grpc::Status AutogradServiceImpl::GetGradientsChunked(
     grpc::ServerContext* context, ChunkStream* stream) {
-  return ServeChunked<v1::GetGradientsRequest, v1::GetGradientsResponse>(
-      *streams_, context, "GetGradientsChunked", stream,
-      [this, context](const auto& request, auto* response) {
-        return ServeGetGradients(request, response, kMaxChunkedPayloadBytes,
-                                 CallerIdentity(*context));
-      });
+  return ServeChunked(context, stream, "GetGradientsChunked",
+                      &AutogradServiceImpl::ServeGetGradients);
 }
 
 grpc::Status AutogradServiceImpl::ReleaseContext(

@@ -4,6 +4,7 @@
 #ifndef DISTOPT_SERVER_SERVICES_AUTOGRAD_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_AUTOGRAD_SERVICE_H_
 
+#include "common/memory_budget.h"
 #include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "server/autograd/autograd_engine.h"
 #include "server/autograd/context_table.h"
@@ -13,11 +14,14 @@ namespace distopt {
 
 class AutogradServiceImpl final : public v1::AutogradService::Service {
  public:
-  // Both must outlive the service.
-  // All must outlive the service.
+  // All must outlive the service; `budget` is charged for chunked requests
+  // while they arrive.
   AutogradServiceImpl(ContextTable* contexts, AutogradEngine* engine,
-                      StreamLimits* streams)
-      : contexts_(contexts), engine_(engine), streams_(streams) {}
+                      StreamLimits* streams, MemoryBudget* budget)
+      : contexts_(contexts),
+        engine_(engine),
+        streams_(streams),
+        budget_(budget) {}
 
   grpc::Status Forward(grpc::ServerContext* context,
                        const v1::ForwardRequest* request,
@@ -69,9 +73,18 @@ class AutogradServiceImpl final : public v1::AutogradService::Service {
                                  v1::GetGradientsResponse* response,
                                  int64_t reply_limit, absl::string_view caller);
 
+  // One of the calls above as a chunked call: the whole request, the call,
+  // then the whole reply.
+  template <typename Request, typename Response>
+  grpc::Status ServeChunked(
+      grpc::ServerContext* context, ChunkStream* stream, absl::string_view call,
+      absl::Status (AutogradServiceImpl::*serve)(const Request&, Response*,
+                                                 int64_t, absl::string_view));
+
   ContextTable* const contexts_;
   AutogradEngine* const engine_;
   StreamLimits* const streams_;
+  MemoryBudget* const budget_;
 };
 
 }  // namespace distopt

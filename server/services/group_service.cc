@@ -5,20 +5,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/collective_timeout.h"
-#include "common/constant_time.h"
 #include "common/group_secret.h"
 #include "common/grpc_status.h"
+#include "server/services/metadata_secret.h"
 
 namespace distopt {
 namespace {
 
-// The longest a Wait or Barrier may block.
-constexpr int64_t kMaxWaitMilliseconds = 3600 * 1000;
-
+// A Wait or Barrier blocks at most as long as a collective may, and says
+// how long: it has no default.
 absl::Status ValidateWait(int64_t timeout_ms) {
-  if (timeout_ms < 1 || timeout_ms > kMaxWaitMilliseconds) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "timeout_ms: ", timeout_ms, "; expected 1 to ", kMaxWaitMilliseconds));
+  if (timeout_ms < 1 || timeout_ms > kMaxCollectiveTimeoutMilliseconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms: ", timeout_ms, "; expected 1 to ",
+                     kMaxCollectiveTimeoutMilliseconds));
   }
   return absl::OkStatus();
 }
@@ -32,21 +32,22 @@ absl::Status GroupServiceImpl::CheckMember(
         "group store: this daemon has no group secret (--group_secret_file); "
         "its store serves no one");
   }
-  const auto& metadata = context.client_metadata();
-  if (metadata.count(kGroupSecretMetadata) != 1) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "group store: only the ranks of the group may use it; expected one \"",
-        kGroupSecretMetadata, "\" metadata with the group's secret"));
+  switch (CheckSecret(context.client_metadata(), kGroupSecretMetadata,
+                      flags_.secret)) {
+    case SecretCheck::kMatches:
+      return absl::OkStatus();
+    case SecretCheck::kMissing:
+    case SecretCheck::kRepeated:
+      return absl::PermissionDeniedError(absl::StrCat(
+          "group store: only the ranks of the group may use it; "
+          "expected one \"",
+          kGroupSecretMetadata, "\" metadata with the group's secret"));
+    case SecretCheck::kWrong:
+      break;
   }
-  const auto it = metadata.find(kGroupSecretMetadata);
-  if (!ConstantTimeEquals(
-          absl::string_view(it->second.data(), it->second.size()),
-          flags_.secret)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("group store: the \"", kGroupSecretMetadata,
-                     "\" metadata is not this group's secret"));
-  }
-  return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("group store: the \"", kGroupSecretMetadata,
+                   "\" metadata is not this group's secret"));
 }
 
 void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
@@ -88,11 +89,11 @@ grpc::Status GroupServiceImpl::GetGroup(grpc::ServerContext*,
 grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext* context,
                                        const v1::BarrierRequest* request,
                                        v1::BarrierResponse*) {
+  absl::Status valid = ValidateWait(request->timeout_ms());
+  if (!valid.ok()) return ToGrpcStatus(valid);
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "Barrier");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  absl::Status valid = ValidateWait(request->timeout_ms());
-  if (!valid.ok()) return ToGrpcStatus(valid);
   GroupMembership* membership = membership_->load();
   if (membership == nullptr) {
     if (flags_.world_size == 1) return grpc::Status::OK;  // Alone.
@@ -107,12 +108,12 @@ grpc::Status GroupServiceImpl::Barrier(grpc::ServerContext* context,
 grpc::Status GroupServiceImpl::Reform(grpc::ServerContext* context,
                                       const v1::ReformRequest* request,
                                       v1::GroupInfo* response) {
-  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
-      streams_->Acquire(context, "Reform");
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   absl::StatusOr<absl::Duration> timeout =
       CollectiveTimeout(request->timeout_ms(), "timeout_ms");
   if (!timeout.ok()) return ToGrpcStatus(timeout.status());
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Reform");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   GroupMembership* membership = membership_->load();
   if (membership == nullptr) {
     return ToGrpcStatus(absl::FailedPreconditionError(
@@ -148,13 +149,12 @@ grpc::Status GroupServiceImpl::Get(grpc::ServerContext* context,
 grpc::Status GroupServiceImpl::Wait(grpc::ServerContext* context,
                                     const v1::WaitRequest* request,
                                     v1::WaitResponse*) {
+  // Members only, and at most KeyValueStore::kMaxWaiters at once: no slot,
+  // so that strangers filling the slots cannot stop the group's rendezvous.
   absl::Status member = CheckMember(*context);
   if (!member.ok()) return ToGrpcStatus(member);
   absl::Status valid = ValidateWait(request->timeout_ms());
   if (!valid.ok()) return ToGrpcStatus(valid);
-  // Members only, and at most KeyValueStore::kMaxWaiters at once: no slot,
-  // so that strangers filling the slots cannot stop the group's rendezvous.
-
   const std::vector<std::string> keys(request->keys().begin(),
                                       request->keys().end());
   // A caller that cancels or runs out of deadline frees its thread at once.

@@ -1,6 +1,6 @@
 // distopt.v1.GroupService: the daemon's data-parallel group, as its flags
 // describe it and its membership reports it, and the key-value store.
-// Holds no state of its own.
+// Holds nothing but those flags, which never change.
 #ifndef DISTOPT_SERVER_SERVICES_GROUP_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_GROUP_SERVICE_H_
 
@@ -29,8 +29,8 @@ struct GroupFlags {
 
 class GroupServiceImpl final : public v1::GroupService::Service {
  public:
-  // `store` and `membership` must outlive the service; `membership` holds
-  // null for a group of one.
+  // `store`, `membership` and `streams` must outlive the service;
+  // `membership` holds null until the daemon serves, and for a group of one.
   GroupServiceImpl(GroupFlags flags, KeyValueStore* store,
                    const std::atomic<GroupMembership*>* membership,
                    StreamLimits* streams)

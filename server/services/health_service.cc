@@ -1,6 +1,9 @@
 #include "server/services/health_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/grpc_status.h"
+#include "common/quoted.h"
 
 namespace distopt {
 
@@ -57,10 +60,11 @@ grpc::Status HealthServiceImpl::Check(
     HealthCheckResponse* response) {
   ServingStatus status;
   if (!state_->Get(request->service(), &status)) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "service: \"" + request->service() +
-                            "\" is not served here; expected \"\" or a "
-                            "distopt.v1 service name");
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("service: ", Quoted(request->service()),
+                     " is not served here; expected \"\" or a distopt.v1 "
+                     "service name"));
   }
   response->set_status(status);
   return grpc::Status::OK;
@@ -70,6 +74,12 @@ grpc::Status HealthServiceImpl::Watch(
     grpc::ServerContext* context,
     const grpc::health::v1::HealthCheckRequest* request,
     grpc::ServerWriter<HealthCheckResponse>* writer) {
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "Watch");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
+  // A client that stops reading the changes is cut off.
+  WatchedStream<grpc::ServerWriter<HealthCheckResponse>> watched(writer,
+                                                                 slot->get());
   ServingStatus status;
   if (!state_->Get(request->service(), &status)) {
     status = HealthCheckResponse::SERVICE_UNKNOWN;
@@ -77,7 +87,7 @@ grpc::Status HealthServiceImpl::Watch(
   HealthCheckResponse response;
   while (true) {
     response.set_status(status);
-    if (!writer->Write(response)) return grpc::Status::OK;
+    if (!watched.Write(response)) return grpc::Status::OK;
     if (!state_->WaitForChange(request->service(), status,
                                [context] { return context->IsCancelled(); })) {
       return grpc::Status::OK;

@@ -4,7 +4,9 @@
 // HealthState holds the serving status of the whole server ("") and of each
 // named service; the daemon flips them to SERVING when ready and to
 // NOT_SERVING when it begins to shut down. Watch streams follow every
-// change and end when the state is closed. Thread-safe.
+// change and end when the state is closed; each holds a StreamLimits slot,
+// as it holds a server thread for as long as its client stays.
+// Thread-safe.
 #ifndef DISTOPT_SERVER_SERVICES_HEALTH_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_HEALTH_SERVICE_H_
 
@@ -15,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "server/services/stream_limits.h"
 
 namespace distopt {
 
@@ -53,8 +56,9 @@ class HealthState {
 
 class HealthServiceImpl final : public grpc::health::v1::Health::Service {
  public:
-  // `state` must outlive the service.
-  explicit HealthServiceImpl(HealthState* state) : state_(state) {}
+  // Both must outlive the service.
+  HealthServiceImpl(HealthState* state, StreamLimits* streams)
+      : state_(state), streams_(streams) {}
 
   // NOT_FOUND for a service that was never registered, as the protocol says.
   grpc::Status Check(grpc::ServerContext* context,
@@ -62,6 +66,7 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
                      grpc::health::v1::HealthCheckResponse* response) override;
   // Sends the current status (SERVICE_UNKNOWN for an unregistered service),
   // then every change, until the client cancels or the server shuts down.
+  // RESOURCE_EXHAUSTED when no stream slot is free.
   grpc::Status Watch(grpc::ServerContext* context,
                      const grpc::health::v1::HealthCheckRequest* request,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*
@@ -69,6 +74,7 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
 
  private:
   HealthState* const state_;
+  StreamLimits* const streams_;
 };
 
 }  // namespace distopt

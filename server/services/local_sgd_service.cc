@@ -1,7 +1,6 @@
 #include "server/services/local_sgd_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/chunked_message.h"
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
@@ -12,27 +11,27 @@
 namespace distopt {
 namespace {
 
-grpc::Status Reply(const absl::StatusOr<LocalSgdInfo>& status,
+grpc::Status Reply(const absl::StatusOr<LocalSgdInfo>& info,
                    v1::PostLocalSgdInfo* response) {
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  response->set_kind(status->kind);
-  response->set_rank(status->rank);
-  response->set_world_size(status->world_size);
-  response->set_step(status->step);
-  const Averaging& next = status->next_averaging;
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  response->set_kind(info->kind);
+  response->set_rank(info->rank);
+  response->set_world_size(info->world_size);
+  response->set_step(info->step);
+  const Averaging& next = info->next_averaging;
   response->set_next_averaging_step(next.step);
   response->set_next_averaging_group_size(next.group_size);
   if (next.group_size > 0) {
-    const int first = status->rank / next.group_size * next.group_size;
+    const int first = info->rank / next.group_size * next.group_size;
     for (int r = first; r < first + next.group_size; ++r) {
       response->add_next_averaging_ranks(r);
     }
   }
-  response->set_next_gradient_group_size(status->next_gradient_group_size);
-  for (const std::string& warning : status->warnings) {
+  response->set_next_gradient_group_size(info->next_gradient_group_size);
+  for (const std::string& warning : info->warnings) {
     response->add_warnings(warning);
   }
-  response->set_inconsistent(std::string(status->damage.message()));
+  response->set_inconsistent(std::string(info->damage.message()));
   return grpc::Status::OK;
 }
 
@@ -85,11 +84,11 @@ absl::StatusOr<LocalSgdSpec> SpecFromProto(
 grpc::Status LocalSgdServiceImpl::CreatePostLocalSgd(
     grpc::ServerContext* context, const v1::CreatePostLocalSgdRequest* request,
     v1::PostLocalSgdInfo* response) {
+  absl::StatusOr<LocalSgdSpec> spec = SpecFromProto(*request);
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "CreatePostLocalSgd");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  absl::StatusOr<LocalSgdSpec> spec = SpecFromProto(*request);
-  if (!spec.ok()) return ToGrpcStatus(spec.status());
   return Reply(runner_->Create(*std::move(spec)), response);
 }
 
@@ -143,9 +142,8 @@ grpc::Status LocalSgdServiceImpl::LoadStateDict(
       streams_->Acquire(context, "LoadStateDict");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::PostLocalSgdStateDict request;
-  WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
-                                                              slot->get());
-  absl::Status read = ReadChunked(&watched, "state_dict", &request);
+  absl::Status read =
+      ReadRequestChunked(reader, slot->get(), budget_, "state_dict", &request);
   if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());

@@ -3,6 +3,7 @@
 #ifndef DISTOPT_SERVER_SERVICES_LOCAL_SGD_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_LOCAL_SGD_SERVICE_H_
 
+#include "common/memory_budget.h"
 #include "proto/distopt/v1/local_sgd.grpc.pb.h"
 #include "server/localsgd/local_sgd_runner.h"
 #include "server/services/stream_limits.h"
@@ -11,10 +12,11 @@ namespace distopt {
 
 class LocalSgdServiceImpl final : public v1::LocalSgdService::Service {
  public:
-  // `runner` must outlive the service.
-  // Both must outlive the service.
-  LocalSgdServiceImpl(LocalSgdRunner* runner, StreamLimits* streams)
-      : runner_(runner), streams_(streams) {}
+  // All must outlive the service; `budget` is charged for state dicts
+  // while they arrive.
+  LocalSgdServiceImpl(LocalSgdRunner* runner, StreamLimits* streams,
+                      MemoryBudget* budget)
+      : runner_(runner), streams_(streams), budget_(budget) {}
 
   grpc::Status CreatePostLocalSgd(grpc::ServerContext* context,
                                   const v1::CreatePostLocalSgdRequest* request,
@@ -41,6 +43,7 @@ class LocalSgdServiceImpl final : public v1::LocalSgdService::Service {
  private:
   LocalSgdRunner* const runner_;
   StreamLimits* const streams_;
+  MemoryBudget* const budget_;
 };
 
 }  // namespace distopt

@@ -1,6 +1,5 @@
 #include "server/services/optimizer_service.h"
 
-#include "common/chunked_message.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
 #include "server/services/caller_identity.h"
@@ -78,9 +77,13 @@ grpc::Status OptimizerServiceImpl::StepStream(
       streams_->Acquire(context, "StepStream");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   const std::string caller = CallerIdentity(*context);
-  OpenStreams::Stream open(&open_streams_, context);
+  // Replies are watched; the wait for the next request is not (see
+  // StreamLimits::Slot::AwaitRequest).
+  WatchedStream<grpc::ServerReaderWriter<v1::StepOutcome, v1::StepRequest>>
+      replies(stream, slot->get());
   v1::StepRequest request;
-  while (open.AwaitRequest() && stream->Read(&request) && open.BeginWork()) {
+  while ((*slot)->AwaitRequest() && stream->Read(&request) &&
+         (*slot)->BeginWork()) {
     v1::StepOutcome outcome;
     const absl::Status status =
         StepInto(request, outcome.mutable_response(), caller);
@@ -89,10 +92,7 @@ grpc::Status OptimizerServiceImpl::StepStream(
       outcome.set_code(static_cast<int32_t>(status.code()));
       outcome.set_message(std::string(status.message()));
     }
-    (*slot)->BeginWait();
-    const bool written = stream->Write(outcome);
-    (*slot)->EndWait();
-    if (!written) break;
+    if (!replies.Write(outcome)) break;
   }
   // The client hung up or the daemon is closing: either way the stream
   // ends cleanly; a request that was not served got no outcome.
@@ -146,9 +146,8 @@ grpc::Status OptimizerServiceImpl::LoadStateDict(
       streams_->Acquire(context, "LoadStateDict");
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   v1::LoadStateDictRequest request;
-  WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
-                                                              slot->get());
-  absl::Status read = ReadChunked(&watched, "request", &request);
+  absl::Status read =
+      ReadRequestChunked(reader, slot->get(), budget_, "request", &request);
   if (!read.ok()) return ToGrpcStatus(read);
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());

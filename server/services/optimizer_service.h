@@ -4,20 +4,25 @@
 #ifndef DISTOPT_SERVER_SERVICES_OPTIMIZER_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_OPTIMIZER_SERVICE_H_
 
+#include "common/memory_budget.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "server/dist_optim/optimizer_table.h"
 #include "server/optim/registry.h"
-#include "server/services/open_streams.h"
 #include "server/services/stream_limits.h"
 
 namespace distopt {
 
 class OptimizerServiceImpl final : public v1::OptimizerService::Service {
  public:
-  // All must outlive the service.
+  // All must outlive the service; `budget` is charged for state dicts
+  // while they arrive.
   OptimizerServiceImpl(const OptimizerRegistry* registry,
-                       OptimizerTable* optimizers, StreamLimits* streams)
-      : registry_(registry), optimizers_(optimizers), streams_(streams) {}
+                       OptimizerTable* optimizers, StreamLimits* streams,
+                       MemoryBudget* budget)
+      : registry_(registry),
+        optimizers_(optimizers),
+        streams_(streams),
+        budget_(budget) {}
 
   grpc::Status ListOptimizerKinds(
       grpc::ServerContext* context,
@@ -52,10 +57,6 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
                                const v1::DeleteOptimizerRequest* request,
                                v1::OptimizerInfo* response) override;
 
-  // Ends the open StepStreams (see OpenStreams); call before shutting the
-  // server down.
-  void CloseStreams() { open_streams_.Close(); }
-
  private:
   // One step, as Step and StepStream serve it.
   absl::Status StepInto(const v1::StepRequest& request,
@@ -64,7 +65,7 @@ class OptimizerServiceImpl final : public v1::OptimizerService::Service {
   const OptimizerRegistry* const registry_;
   OptimizerTable* const optimizers_;
   StreamLimits* const streams_;
-  OpenStreams open_streams_;
+  MemoryBudget* const budget_;
 };
 
 }  // namespace distopt

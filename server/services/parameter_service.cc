@@ -5,10 +5,9 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "common/quoted.h"
+#include "common/shape.h"
 #include "common/wire_parameter.h"
 #include "common/wire_tensor.h"
 #include "server/services/paging.h"
@@ -33,6 +32,19 @@ absl::StatusOr<std::shared_ptr<Parameter>> FindParameter(
   absl::StatusOr<ParameterKey> key = KeyFromProto(ref);
   if (!key.ok()) return key.status();
   return store.Find(*key);
+}
+
+// Whether two references name the parameter the same way.
+bool SameRef(const v1::ParameterRef& a, const v1::ParameterRef& b) {
+  if (a.ref_case() != b.ref_case()) return false;
+  switch (a.ref_case()) {
+    case v1::ParameterRef::kId:
+      return a.id() == b.id();
+    case v1::ParameterRef::kName:
+      return a.name() == b.name();
+    default:
+      return true;
+  }
 }
 
 absl::StatusOr<Initializer> InitializerFromProto(const v1::Initializer& proto) {
@@ -67,15 +79,21 @@ absl::Status CheckWriterLayout(const v1::WriteParameterRequest& first,
   }
   // A shape with no dtype is checked too; an empty one with no dtype means
   // the writer did not say.
-  const Shape shape(first.shape().begin(), first.shape().end());
   const bool says_shape =
       first.dtype() != v1::DTYPE_UNSPECIFIED || first.shape_size() > 0;
-  if (says_shape && shape != parameter.shape()) {
+  if (!says_shape) return absl::OkStatus();
+  auto mismatch = [&](absl::string_view given) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shape: ", ShapeToString(shape), "; parameter \"", parameter.name(),
-        "\" has shape ", ShapeToString(parameter.shape()),
-        "; the parameter is unchanged"));
+        "shape: ", given, "; parameter \"", parameter.name(), "\" has shape ",
+        ShapeToString(parameter.shape()), "; the parameter is unchanged"));
+  };
+  // No parameter has more than kMaxRank dimensions: a longer shape is not
+  // echoed, only its rank is.
+  if (first.shape_size() > static_cast<int>(kMaxRank)) {
+    return mismatch(absl::StrCat(first.shape_size(), " dimensions"));
   }
+  const Shape shape(first.shape().begin(), first.shape().end());
+  if (shape != parameter.shape()) return mismatch(ShapeToString(shape));
   return absl::OkStatus();
 }
 
@@ -153,9 +171,6 @@ grpc::Status ParameterServiceImpl::GetParameter(
 grpc::Status ParameterServiceImpl::ReadParameter(
     grpc::ServerContext* context, const v1::ReadParameterRequest* request,
     grpc::ServerWriter<v1::ParameterChunk>* writer) {
-  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
-      streams_->Acquire(context, "ReadParameter");
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   int64_t chunk_bytes = request->chunk_bytes();
   if (chunk_bytes == 0) chunk_bytes = kMaxReadChunkBytes;
   if (chunk_bytes < 0 || chunk_bytes > kMaxReadChunkBytes) {
@@ -166,6 +181,12 @@ grpc::Status ParameterServiceImpl::ReadParameter(
   absl::StatusOr<std::shared_ptr<Parameter>> parameter =
       FindParameter(*store_, request->parameter());
   if (!parameter.ok()) return ToGrpcStatus(parameter.status());
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "ReadParameter");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
+  // A reader that stalls is cut off.
+  WatchedStream<grpc::ServerWriter<v1::ParameterChunk>> watched(writer,
+                                                                slot->get());
   v1::ParameterChunk chunk;
   return ToGrpcStatus(StreamValues(
       **parameter, chunk_bytes,
@@ -175,9 +196,7 @@ grpc::Status ParameterServiceImpl::ReadParameter(
         if (info != nullptr) ParameterInfoToProto(*info, chunk.mutable_info());
         chunk.set_offset(offset);
         chunk.mutable_data()->swap(data);
-        (*slot)->BeginWait();  // A reader that stalls is cut off.
-        const bool sent = writer->Write(chunk);
-        (*slot)->EndWait();
+        const bool sent = watched.Write(chunk);
         chunk.mutable_data()->swap(data);  // Reuse the buffer.
         return sent;
       }));
@@ -210,7 +229,7 @@ grpc::Status ParameterServiceImpl::WriteParameter(
   int64_t message = 0;
   do {
     if (message > 0 && request.has_parameter() &&
-        request.parameter().SerializeAsString() != target.SerializeAsString()) {
+        !SameRef(request.parameter(), target)) {
       return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
           "parameter: message ", message,
           " names another parameter; expected the one of the first message "

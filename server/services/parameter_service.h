@@ -17,7 +17,6 @@ inline constexpr int64_t kMaxInlineValueBytes = int64_t{3} << 20;
 
 class ParameterServiceImpl final : public v1::ParameterService::Service {
  public:
-  // `store` must outlive the service.
   // Both must outlive the service.
   ParameterServiceImpl(ParameterStore* store, StreamLimits* streams)
       : store_(store), streams_(streams) {}

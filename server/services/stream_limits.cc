@@ -21,11 +21,11 @@ absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> StreamLimits::Acquire(
   // The peer's address and port: one connection.
   std::string connection = context->peer();
   absl::MutexLock lock(&mutex_);
-  if (open_ >= options_.total) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(call, ": ", open_,
-                     " streams are open on this daemon; expected at most ",
-                     options_.total, " (--max_streams)"));
+  const int open = static_cast<int>(slots_.size());
+  if (open >= options_.total) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        call, ": ", open, " streams are open on this daemon; expected at most ",
+        options_.total, " (--max_streams)"));
   }
   int& mine = per_connection_[connection];
   if (mine >= options_.per_connection) {
@@ -35,33 +35,55 @@ absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> StreamLimits::Acquire(
         options_.per_connection, " (--max_streams_per_connection)"));
   }
   ++mine;
-  ++open_;
-  return std::unique_ptr<Slot>(new Slot(this, context, std::move(connection)));
+  std::unique_ptr<Slot> slot(new Slot(this, context, std::move(connection)));
+  slots_.insert(slot.get());
+  return slot;
 }
 
-StreamLimits::Slot::~Slot() { limits_->Release(*this); }
+StreamLimits::Slot::~Slot() { limits_->Release(this); }
 
-void StreamLimits::Release(const Slot& slot) {
+void StreamLimits::Release(Slot* slot) {
   absl::MutexLock lock(&mutex_);
-  waiting_.erase(slot.context_);
-  --open_;
-  auto it = per_connection_.find(slot.connection_);
+  slots_.erase(slot);
+  auto it = per_connection_.find(slot->connection_);
   if (--it->second == 0) per_connection_.erase(it);
 }
 
 void StreamLimits::Slot::BeginWait() {
-  absl::MutexLock lock(&limits_->mutex_);
-  limits_->waiting_[context_] = absl::Now();
+  absl::MutexLock lock(&mutex_);
+  waiting_since_ = absl::Now();
 }
 
 void StreamLimits::Slot::EndWait() {
-  absl::MutexLock lock(&limits_->mutex_);
-  limits_->waiting_.erase(context_);
+  absl::MutexLock lock(&mutex_);
+  waiting_since_ = absl::InfiniteFuture();
 }
 
-int StreamLimits::open() const {
+bool StreamLimits::Slot::AwaitRequest() {
   absl::MutexLock lock(&mutex_);
-  return open_;
+  // Read under the slot's lock: Close() sets it before it visits the slots,
+  // so either it sees this slot awaiting a request or this sees it closing.
+  if (limits_->closing_.load()) return false;
+  state_ = State::kAwaitingRequest;
+  return true;
+}
+
+bool StreamLimits::Slot::BeginWork() {
+  absl::MutexLock lock(&mutex_);
+  if (state_ == State::kCancelled) return false;
+  state_ = State::kWorking;
+  return true;
+}
+
+void StreamLimits::Close() {
+  closing_.store(true);
+  absl::MutexLock lock(&mutex_);
+  for (Slot* slot : slots_) {
+    absl::MutexLock slot_lock(&slot->mutex_);
+    if (slot->state_ != Slot::State::kAwaitingRequest) continue;
+    slot->state_ = Slot::State::kCancelled;
+    slot->context_->TryCancel();
+  }
 }
 
 void StreamLimits::Watch() {
@@ -70,9 +92,12 @@ void StreamLimits::Watch() {
   while (!stopping_.WaitForNotificationWithTimeout(period)) {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mutex_);
-    for (const auto& [context, since] : waiting_) {
+    for (Slot* slot : slots_) {
+      absl::MutexLock slot_lock(&slot->mutex_);
       // Unblocks the read or write; the handler then ends the call.
-      if (now - since > options_.stall_timeout) context->TryCancel();
+      if (now - slot->waiting_since_ > options_.stall_timeout) {
+        slot->context_->TryCancel();
+      }
     }
   }
 }

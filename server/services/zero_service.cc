@@ -1,7 +1,6 @@
 #include "server/services/zero_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/chunked_message.h"
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
@@ -17,32 +16,32 @@ namespace {
 constexpr int64_t kMinBucketBytes = 4096;
 constexpr int64_t kMaxBucketBytes = int64_t{2} << 30;
 
-grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
+grpc::Status Reply(const absl::StatusOr<ZeroInfo>& info,
                    v1::ZeroInfo* response) {
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  for (const auto& [name, rank] : status->owners) {
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  for (const auto& [name, rank] : info->owners) {
     v1::ZeroParameterOwner* owner = response->add_owners();
     owner->set_name(name);
     owner->set_rank(rank);
   }
-  response->mutable_loads()->Assign(status->loads.begin(), status->loads.end());
-  response->set_state_bytes(status->state_bytes);
-  response->set_steps(status->steps);
-  response->set_parameter_bytes(status->parameter_bytes);
-  response->set_gradient_bytes(status->gradient_bytes);
-  response->set_kind(status->kind);
+  response->mutable_loads()->Assign(info->loads.begin(), info->loads.end());
+  response->set_state_bytes(info->state_bytes);
+  response->set_steps(info->steps);
+  response->set_parameter_bytes(info->parameter_bytes);
+  response->set_gradient_bytes(info->gradient_bytes);
+  response->set_kind(info->kind);
   response->set_parameters_as_bucket_view(
-      status->options.parameters_as_bucket_view);
-  response->set_overlap(status->options.overlap);
-  response->set_gradient_sharded(status->options.gradient_sharded);
-  response->set_bucket_bytes(status->options.bucket_bytes);
-  response->set_scratch_bytes(status->scratch_bytes);
-  response->set_rank(status->rank);
-  response->set_world_size(status->world_size);
-  response->set_groups(status->groups);
-  response->set_joined(status->joined);
-  response->set_inconsistent(std::string(status->damage.message()));
-  for (const ZeroRankBytes& bytes : status->ranks) {
+      info->options.parameters_as_bucket_view);
+  response->set_overlap(info->options.overlap);
+  response->set_gradient_sharded(info->options.gradient_sharded);
+  response->set_bucket_bytes(info->options.bucket_bytes);
+  response->set_scratch_bytes(info->scratch_bytes);
+  response->set_rank(info->rank);
+  response->set_world_size(info->world_size);
+  response->set_groups(info->groups);
+  response->set_joined(info->joined);
+  response->set_inconsistent(std::string(info->damage.message()));
+  for (const ZeroRankBytes& bytes : info->ranks) {
     v1::ZeroRankBytes* rank = response->add_ranks();
     rank->set_rank(bytes.rank);
     rank->set_parameter_bytes(bytes.parameter_bytes);
@@ -59,9 +58,6 @@ grpc::Status Reply(const absl::StatusOr<ZeroInfo>& status,
 grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
                                          const v1::CreateZeroRequest* request,
                                          v1::ZeroInfo* response) {
-  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
-      streams_->Acquire(context, "CreateZero");
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
   ZeroSpec spec;
   spec.kind = request->kind();
   spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
@@ -85,6 +81,9 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
       NamedGroupsFromProto(request->groups());
   if (!groups.ok()) return ToGrpcStatus(groups.status());
   spec.groups = *std::move(groups);
+  absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+      streams_->Acquire(context, "CreateZero");
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return Reply(runner_->Create(spec), response);
 }
 
@@ -171,9 +170,8 @@ grpc::Status ZeroServiceImpl::LoadStateDict(
   absl::StatusOr<NamedStateDict> named =
       [&]() -> absl::StatusOr<NamedStateDict> {
     v1::ZeroStateDict request;
-    WatchedStream<grpc::ServerReader<v1::MessageChunk>> watched(reader,
-                                                                slot->get());
-    absl::Status read = ReadChunked(&watched, "state_dict", &request);
+    absl::Status read = ReadRequestChunked(reader, slot->get(), budget_,
+                                           "state_dict", &request);
     if (!read.ok()) return read;
     absl::StatusOr<OptimizerStateDict> dict =
         StateDictFromProto(request.state_dict());

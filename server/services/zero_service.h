@@ -3,6 +3,7 @@
 #ifndef DISTOPT_SERVER_SERVICES_ZERO_SERVICE_H_
 #define DISTOPT_SERVER_SERVICES_ZERO_SERVICE_H_
 
+#include "common/memory_budget.h"
 #include "proto/distopt/v1/zero.grpc.pb.h"
 #include "server/services/stream_limits.h"
 #include "server/zero/zero_runner.h"
@@ -11,10 +12,11 @@ namespace distopt {
 
 class ZeroServiceImpl final : public v1::ZeroService::Service {
  public:
-  // `runner` must outlive the service.
-  // Both must outlive the service.
-  ZeroServiceImpl(ZeroRunner* runner, StreamLimits* streams)
-      : runner_(runner), streams_(streams) {}
+  // All must outlive the service; `budget` is charged for state dicts
+  // while they arrive.
+  ZeroServiceImpl(ZeroRunner* runner, StreamLimits* streams,
+                  MemoryBudget* budget)
+      : runner_(runner), streams_(streams), budget_(budget) {}
 
   grpc::Status CreateZero(grpc::ServerContext* context,
                           const v1::CreateZeroRequest* request,
@@ -49,6 +51,7 @@ class ZeroServiceImpl final : public v1::ZeroService::Service {
  private:
   ZeroRunner* const runner_;
   StreamLimits* const streams_;
+  MemoryBudget* const budget_;
 };
 
 }  // namespace distopt
