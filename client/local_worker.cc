@@ -7,10 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -19,6 +24,18 @@ extern char** environ;
 
 namespace distopt {
 namespace {
+
+// What Start writes in the worker's temporary folder.
+constexpr char kPortFile[] = "port";
+constexpr char kGroupSecretFile[] = "group_secret";
+
+// Removes the worker's temporary folder and what Start wrote in it.
+void RemoveTempDir(const std::string& dir) {
+  for (const char* name : {kPortFile, kGroupSecretFile}) {
+    std::remove(absl::StrCat(dir, "/", name).c_str());
+  }
+  rmdir(dir.c_str());
+}
 
 bool IsExecutable(const std::string& path) {
   struct stat info;
@@ -88,21 +105,28 @@ absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
     return absl::InternalError("cannot create a temporary folder");
   }
   const std::string temp_dir = temp_template;
-  const std::string port_file = temp_dir + "/port";
+  // Until a LocalWorker owns the folder, a failure removes it.
+  absl::Cleanup remove_temp_dir = [&temp_dir] { RemoveTempDir(temp_dir); };
+  const std::string port_file = absl::StrCat(temp_dir, "/", kPortFile);
 
   std::vector<std::string> arguments = {binary, "--listen=127.0.0.1:0",
                                         "--port_file=" + port_file};
   if (!options.group_secret.empty()) {
-    const std::string secret_file = temp_dir + "/group_secret";
-    {
-      std::ofstream out(secret_file, std::ios::binary | std::ios::trunc);
-      out << options.group_secret;
-      if (!out.good()) {
-        return absl::InternalError(
-            absl::StrCat("cannot write the group secret to ", secret_file));
-      }
+    const std::string secret_file =
+        absl::StrCat(temp_dir, "/", kGroupSecretFile);
+    std::ofstream out(secret_file, std::ios::binary | std::ios::trunc);
+    // Private before it holds the secret.
+    if (!out.is_open() || chmod(secret_file.c_str(), 0600) != 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", secret_file,
+                       " for its owner only: ", std::strerror(errno)));
     }
-    chmod(secret_file.c_str(), 0600);
+    out << options.group_secret;
+    out.close();
+    if (out.fail()) {
+      return absl::InternalError(
+          absl::StrCat("cannot write the group secret to ", secret_file));
+    }
     arguments.push_back("--group_secret_file=" + secret_file);
   }
   arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
@@ -126,6 +150,7 @@ absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
         absl::StrCat("cannot start ", binary, ": error ", error));
   }
   std::unique_ptr<LocalWorker> worker(new LocalWorker(pid, "", temp_dir));
+  std::move(remove_temp_dir).Cancel();
 
   const absl::Time deadline = absl::Now() + options.start_timeout;
   while (absl::Now() < deadline) {
@@ -186,10 +211,27 @@ absl::StatusOr<int> LocalWorker::Stop(absl::Duration timeout) {
   return code.status();
 }
 
+int64_t LocalWorker::ProcStatus(absl::string_view field) const {
+  if (exited_) return -1;  // Reaped: the pid may be another process's now.
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, field) ||
+        !absl::ConsumePrefix(&rest, ":")) {
+      continue;
+    }
+    rest = absl::StripAsciiWhitespace(rest);
+    absl::ConsumeSuffix(&rest, " kB");
+    int64_t value = 0;
+    return absl::SimpleAtoi(rest, &value) ? value : -1;
+  }
+  return -1;
+}
+
 LocalWorker::~LocalWorker() {
   if (!exited_) Stop().IgnoreError();
-  std::remove((temp_dir_ + "/port").c_str());
-  rmdir(temp_dir_.c_str());
+  RemoveTempDir(temp_dir_);
 }
 
 }  // namespace distopt

@@ -9,11 +9,13 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace distopt {
@@ -44,6 +46,9 @@ class LocalWorker {
   // "127.0.0.1:PORT".
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
+  // A field of /proc/<pid>/status as a number ("VmRSS", "VmHWM" in kB;
+  // "Threads"); -1 if unknown.
+  int64_t ProcStatus(absl::string_view field) const;
 
   // Sends `signal_number` to the daemon.
   void Signal(int signal_number);

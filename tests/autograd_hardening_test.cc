@@ -15,6 +15,7 @@
 namespace distopt {
 namespace {
 
+using ::distopt::testing::ListContexts;
 using ::distopt::testing::Ramp;
 using ::distopt::testing::SameBytes;
 using ::testing::HasSubstr;
@@ -24,19 +25,6 @@ class AutogradHardeningTest : public testing::WorkerTest {
   // Room for a few small tensors and contexts, not for many.
   std::vector<std::string> WorkerFlags() const override {
     return {"--max_total_bytes=200000"};
-  }
-
-  v1::ListContextsResponse ListContexts(int page_size = 0,
-                                        const std::string& token = "") {
-    auto stub = v1::AutogradService::NewStub(client_.Channel(address_));
-    v1::ListContextsRequest request;
-    request.set_page_size(page_size);
-    request.set_page_token(token);
-    grpc::ClientContext context;
-    v1::ListContextsResponse response;
-    grpc::Status status = stub->ListContexts(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
   }
 
   RemoteParameter Weight(const std::string& name, int64_t out, int64_t in) {
@@ -92,7 +80,7 @@ TEST_F(AutogradHardeningTest, ARefusedAccumulationChangesNothing) {
       {{small.id, Ramp({1, 10})}, {big.id, Ramp({200, 200})}});
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("\"big\""));
-  EXPECT_EQ(ListContexts().contexts_size(), 0);
+  EXPECT_EQ(ListContexts(client_, address_).contexts_size(), 0);
 
   ASSERT_TRUE(
       client_
@@ -123,7 +111,7 @@ TEST_F(AutogradHardeningTest, SavedTensorsCountAgainstTheBudget) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(status.message(), HasSubstr("tensors saved by a forward"));
   EXPECT_LT(forwards, 10);
-  const v1::ListContextsResponse listed = ListContexts();
+  const v1::ListContextsResponse listed = ListContexts(client_, address_);
   ASSERT_EQ(listed.contexts_size(), 1);
   EXPECT_EQ(listed.contexts(0).saved_bytes(), (forwards - 1) * 32000);
   ASSERT_TRUE(*client_.ReleaseContext(address_, context));
@@ -154,7 +142,7 @@ TEST_F(AutogradHardeningTest, ContextsAreCountedAndListedInPages) {
   std::string token;
   int pages = 0;
   do {
-    v1::ListContextsResponse page = ListContexts(64, token);
+    v1::ListContextsResponse page = ListContexts(client_, address_, 64, token);
     EXPECT_LE(page.contexts_size(), 64);
     listed += page.contexts_size();
     token = page.next_page_token();

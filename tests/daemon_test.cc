@@ -131,27 +131,17 @@ TEST(DaemonTest, CudaDeviceKeepsParametersOnTheGpu) {
 }
 
 TEST(DaemonTest, CheckpointDirSurvivesARestart) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/ckpt";
   const Tensor values = Ramp({1000}, 0.5f, 0.125f);
   uint64_t first_id = 0;
-  {
-    std::unique_ptr<LocalWorker> worker =
-        StartWorkerOrDie({"--checkpoint_dir=" + dir});
-    ASSERT_NE(worker, nullptr);
-    {
-      Client client;
-      absl::StatusOr<RemoteParameter> p = client.CreateParameter(
-          worker->address(), "kept", DType::kFloat32, {1000});
-      ASSERT_TRUE(p.ok());
-      first_id = p->id;
-      ASSERT_TRUE(client.WriteParameter(*p, values).ok());
-    }
-    absl::StatusOr<int> code = worker->Stop();
-    ASSERT_TRUE(code.ok());
-    EXPECT_EQ(*code, 0);
-  }
-  std::unique_ptr<LocalWorker> worker =
-      StartWorkerOrDie({"--checkpoint_dir=" + dir});
+  std::unique_ptr<LocalWorker> worker = testing::RestartedOnCheckpointDir(
+      std::string(std::getenv("TEST_TMPDIR")) + "/ckpt",
+      [&](Client& client, const std::string& address) {
+        absl::StatusOr<RemoteParameter> p =
+            client.CreateParameter(address, "kept", DType::kFloat32, {1000});
+        ASSERT_TRUE(p.ok());
+        first_id = p->id;
+        ASSERT_TRUE(client.WriteParameter(*p, values).ok());
+      });
   ASSERT_NE(worker, nullptr);
   Client client;
   absl::StatusOr<RemoteParameter> p =
@@ -228,10 +218,9 @@ TEST_F(ShutdownTest, InFlightCallsFinishAfterSigterm) {
   const Tensor values = Ramp({4}, 7.0f);
   const char* bytes = static_cast<const char*>(values.data());
 
-  auto stub = v1::ParameterService::NewStub(client_.Channel(address_));
   grpc::ClientContext context;
   v1::ParameterInfo response;
-  auto writer = stub->WriteParameter(&context, &response);
+  auto writer = ParameterStub()->WriteParameter(&context, &response);
   v1::WriteParameterRequest first;
   first.mutable_parameter()->set_id(p->id);
   first.set_offset(0);

@@ -40,11 +40,8 @@ Tensor Gradient(const Shape& shape, int p, int s) {
 
 std::vector<v1::ContextInfo> Contexts(Client& client,
                                       const std::string& worker) {
-  auto stub = v1::AutogradService::NewStub(client.Channel(worker));
-  grpc::ClientContext context;
-  v1::ListContextsRequest request;
-  v1::ListContextsResponse response;
-  EXPECT_TRUE(stub->ListContexts(&context, request, &response).ok());
+  const v1::ListContextsResponse response =
+      testing::ListContexts(client, worker);
   return {response.contexts().begin(), response.contexts().end()};
 }
 
@@ -396,11 +393,9 @@ TEST(ContextTtlTest, AnAbandonedContextIsCollected) {
                                        {{w.id, Ramp({3})}})
                   .ok());
   EXPECT_EQ(Contexts(client, worker->address()).size(), 1u);
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!Contexts(client, worker->address()).empty() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  testing::PollUntil(
+      [&] { return Contexts(client, worker->address()).empty(); },
+      absl::Seconds(20));
   EXPECT_TRUE(Contexts(client, worker->address()).empty());
 }
 

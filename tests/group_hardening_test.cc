@@ -4,17 +4,12 @@
 // caller leaves, every collective keeps to the timeout its call gave, and a
 // collective that failed on one rank is said, then repaired by re-forming
 // the group without restarting any daemon.
-#include <signal.h>
-
-#include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/group_secret.h"
 #include "gmock/gmock.h"
@@ -22,32 +17,17 @@
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/group.grpc.pb.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "tests/group_calls.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
 namespace {
 
+using ::distopt::testing::AsMember;
+using ::distopt::testing::GetGroup;
+using ::distopt::testing::GroupStub;
+using ::distopt::testing::PollUntil;
 using ::testing::HasSubstr;
-
-// The daemon's thread count, from /proc.
-int Threads(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    int threads = 0;
-    if (absl::ConsumePrefix(&rest, "Threads:") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &threads)) {
-      return threads;
-    }
-  }
-  return -1;
-}
-
-std::unique_ptr<v1::GroupService::Stub> GroupStub(Client& client,
-                                                  const std::string& address) {
-  return v1::GroupService::NewStub(client.Channel(address));
-}
 
 // A rank of a group of three whose peers never come: its own store serves.
 class StoreTest : public testing::WorkerTest {
@@ -58,15 +38,24 @@ class StoreTest : public testing::WorkerTest {
   }
   std::string GroupSecret() const override { return testing::kTestGroupSecret; }
 
+  // The store's calls, carrying `secret` (none if empty).
   grpc::Status Set(const std::string& key, const std::string& value,
                    const std::string& secret) {
     grpc::ClientContext context;
-    if (!secret.empty()) context.AddMetadata(kGroupSecretMetadata, secret);
+    AsMember(&context, secret);
     v1::SetRequest request;
     request.set_key(key);
     request.set_value(value);
     v1::SetResponse response;
     return GroupStub(client_, address_)->Set(&context, request, &response);
+  }
+  grpc::Status Get(const std::string& key, const std::string& secret,
+                   v1::GetResponse* value) {
+    grpc::ClientContext context;
+    AsMember(&context, secret);
+    v1::GetRequest request;
+    request.set_key(key);
+    return GroupStub(client_, address_)->Get(&context, request, value);
   }
 };
 
@@ -80,23 +69,13 @@ TEST_F(StoreTest, OnlyTheGroupMayUseItsStore) {
     grpc::Status set = Set("gloo/round0/0", "garbage", secret);
     EXPECT_EQ(set.error_code(), grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_THAT(set.error_message(), HasSubstr(kGroupSecretMetadata));
-    grpc::ClientContext get_context;
-    if (!secret.empty()) get_context.AddMetadata(kGroupSecretMetadata, secret);
-    v1::GetRequest get;
-    get.set_key("gloo/round0/0");
     v1::GetResponse value;
-    EXPECT_EQ(GroupStub(client_, address_)
-                  ->Get(&get_context, get, &value)
-                  .error_code(),
+    EXPECT_EQ(Get("gloo/round0/0", secret, &value).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
     EXPECT_TRUE(value.value().empty());
   }
-  grpc::ClientContext context;
-  context.AddMetadata(kGroupSecretMetadata, testing::kTestGroupSecret);
-  v1::GetRequest get;
-  get.set_key("gloo/round0/0");
   v1::GetResponse value;
-  ASSERT_TRUE(GroupStub(client_, address_)->Get(&context, get, &value).ok());
+  ASSERT_TRUE(Get("gloo/round0/0", testing::kTestGroupSecret, &value).ok());
   EXPECT_EQ(value.value(), "rank 0's address");
   grpc::ClientContext info_context;
   v1::GroupInfo info;
@@ -125,7 +104,7 @@ TEST_F(StoreTest, TheStoreIsBoundedByTheMemoryBudget) {
 TEST_F(StoreTest, ACounterDoesNotWrap) {
   auto add = [&](int64_t delta, v1::AddResponse* response) {
     grpc::ClientContext context;
-    context.AddMetadata(kGroupSecretMetadata, testing::kTestGroupSecret);
+    AsMember(&context);
     v1::AddRequest request;
     request.set_key("counter");
     request.set_delta(delta);
@@ -146,11 +125,11 @@ TEST(StoreWaitTest, AbandonedWaitsFreeTheirThreadsAndShutdownIsPrompt) {
       {"--rank=0", "--world_size=2", "--rendezvous=127.0.0.1:1",
        "--shutdown_grace=5s", "--group_timeout=600s"});
   ASSERT_NE(rank0, nullptr);
-  const int idle_threads = Threads(rank0->pid());
+  const int64_t idle_threads = rank0->ProcStatus("Threads");
   auto wait = [&](int64_t deadline_ms) {
     Client client;
     grpc::ClientContext context;
-    context.AddMetadata(kGroupSecretMetadata, testing::kTestGroupSecret);
+    AsMember(&context);
     context.set_deadline(
         absl::ToChronoTime(absl::Now() + absl::Milliseconds(deadline_ms)));
     v1::WaitRequest request;
@@ -167,16 +146,21 @@ TEST(StoreWaitTest, AbandonedWaitsFreeTheirThreadsAndShutdownIsPrompt) {
     });
   }
   for (std::thread& caller : callers) caller.join();
-  // The callers left: within a second their server threads are back.
-  absl::SleepFor(absl::Seconds(1));
-  EXPECT_LT(Threads(rank0->pid()), idle_threads + 10);
+  // The callers left: their server threads are back soon, long before the
+  // waits' own 40 s timeout.
+  PollUntil([&] { return rank0->ProcStatus("Threads") < idle_threads + 10; });
+  EXPECT_LT(rank0->ProcStatus("Threads"), idle_threads + 10);
 
   // Waits still pending at SIGTERM end with it, not at their timeouts.
   callers.clear();
+  const int64_t threads_before_waits = rank0->ProcStatus("Threads");
   for (int i = 0; i < 20; ++i) {
     callers.emplace_back([&] { wait(60000).IgnoreError(); });
   }
-  absl::SleepFor(absl::Milliseconds(500));
+  // The waits are pending: their server threads are up.
+  EXPECT_TRUE(PollUntil([&] {
+    return rank0->ProcStatus("Threads") >= threads_before_waits + 10;
+  })) << "the waits did not arrive";
   const absl::Time start = absl::Now();
   absl::StatusOr<int> code = rank0->Stop(absl::Seconds(60));
   const absl::Duration took = absl::Now() - start;
@@ -186,30 +170,14 @@ TEST(StoreWaitTest, AbandonedWaitsFreeTheirThreadsAndShutdownIsPrompt) {
   EXPECT_LT(took, absl::Seconds(10));
 }
 
+// Two ranks whose --group_timeout (60 s, the fixture's) is long enough that
+// waiting it out shows.
 class GroupFailureTest : public ZeroServiceTest {
  protected:
-  // A group timeout long enough that waiting it out shows.
-  void SetUp() override {
-    extra_flags_ = {"--group_timeout=60s"};
-    StartRanks(2);
-  }
-
   grpc::Status Barrier(int rank, int64_t timeout_ms) {
-    grpc::ClientContext context;
-    v1::BarrierRequest request;
-    request.set_timeout_ms(timeout_ms);
-    v1::BarrierResponse response;
-    return GroupStub(*client_, addresses_[rank])
-        ->Barrier(&context, request, &response);
+    return testing::Barrier(*client_, addresses_[rank], timeout_ms);
   }
-  v1::GroupInfo Group(int rank) {
-    grpc::ClientContext context;
-    v1::GroupInfo info;
-    EXPECT_TRUE(GroupStub(*client_, addresses_[rank])
-                    ->GetGroup(&context, v1::GetGroupRequest(), &info)
-                    .ok());
-    return info;
-  }
+  v1::GroupInfo Group(int rank) { return GetGroup(*client_, addresses_[rank]); }
   grpc::health::v1::HealthCheckResponse::ServingStatus Health(
       int rank, const std::string& service) {
     auto stub =
@@ -233,18 +201,9 @@ class GroupFailureTest : public ZeroServiceTest {
   // Every rank steps the model once, and ends where a local optimizer fed
   // the averaged gradients does.
   void ExpectACorrectZeroStep() {
-    std::vector<v1::ZeroInfo> infos(2);
-    for (const grpc::Status& status : OnEveryRank(
-             [&](int r) { return CreateZero(r, SgdSpec(kLr), &infos[r]); })) {
-      ASSERT_TRUE(status.ok()) << status.error_message();
-    }
-    const uint64_t context_id = PushGradients(0);
-    for (const grpc::Status& status :
-         OnEveryRank([&](int r) { return Step(r, context_id); })) {
-      ASSERT_TRUE(status.ok()) << status.error_message();
-    }
+    ASSERT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
     ReferenceTraining reference("sgd");
-    reference.Step(2, 0);
+    ASSERT_TRUE(TrainSteps(reference, 0, 1));
     ExpectEveryRankHolds(reference.values());
   }
 };
@@ -261,15 +220,13 @@ TEST_F(GroupFailureTest, AFailedCollectiveIsSaidAndReformingRepairsIt) {
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
 
   std::vector<v1::GroupInfo> reformed(2);
-  for (const grpc::Status& status : OnEveryRank([&](int r) {
-         grpc::ClientContext context;
-         v1::ReformRequest request;
-         request.set_timeout_ms(20000);
-         return GroupStub(*client_, addresses_[r])
-             ->Reform(&context, request, &reformed[r]);
-       })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(OkOnEveryRank([&](int r) {
+    grpc::ClientContext context;
+    v1::ReformRequest request;
+    request.set_timeout_ms(20000);
+    return GroupStub(*client_, addresses_[r])
+        ->Reform(&context, request, &reformed[r]);
+  }));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(reformed[r].state(), v1::GroupInfo::READY);
     EXPECT_EQ(reformed[r].round(), 1);
@@ -283,10 +240,7 @@ TEST_F(GroupFailureTest, AFailedCollectiveIsSaidAndReformingRepairsIt) {
 // re-forms the group first, and succeeds.
 TEST_F(GroupFailureTest, TheNextGroupCallReformsTheGroupByItself) {
   BreakTheGroupOnRank1();
-  for (const grpc::Status& status :
-       OnEveryRank([&](int r) { return Barrier(r, 20000); })) {
-    EXPECT_TRUE(status.ok()) << status.error_message();
-  }
+  EXPECT_TRUE(OkOnEveryRank([&](int r) { return Barrier(r, 20000); }));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(Group(r).state(), v1::GroupInfo::READY);
     EXPECT_EQ(Group(r).round(), 1);
@@ -297,13 +251,9 @@ TEST_F(GroupFailureTest, TheNextGroupCallReformsTheGroupByItself) {
 // A ZeRO step keeps to the timeout of its optimizer: a rank stepping alone
 // gives up after it, not after --group_timeout.
 TEST_F(GroupFailureTest, AStepKeepsToItsOptimizersTimeout) {
-  std::vector<v1::ZeroInfo> infos(2);
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.set_timeout_ms(1000);
-  for (const grpc::Status& status :
-       OnEveryRank([&](int r) { return CreateZero(r, spec, &infos[r]); })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   const uint64_t context_id = PushGradients(0);
   const absl::Time start = absl::Now();
   grpc::Status alone = Step(1, context_id);

@@ -5,16 +5,20 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "common/group_secret.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/group.grpc.pb.h"
+#include "tests/group_calls.h"
 #include "tests/worker_fixture.h"
 
 namespace distopt {
 namespace {
 
+using ::distopt::testing::AsMember;
+using ::distopt::testing::Barrier;
+using ::distopt::testing::GetGroup;
+using ::distopt::testing::GroupStub;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -26,11 +30,7 @@ class GroupServiceTest : public testing::WorkerTest {
   }
   std::string GroupSecret() const override { return testing::kTestGroupSecret; }
   std::unique_ptr<v1::GroupService::Stub> Stub() {
-    return v1::GroupService::NewStub(client_.Channel(address_));
-  }
-  // Calls to the store carry the group's secret, as the ranks' do.
-  static void AsMember(grpc::ClientContext* context) {
-    context->AddMetadata(kGroupSecretMetadata, testing::kTestGroupSecret);
+    return GroupStub(client_, address_);
   }
 };
 
@@ -115,24 +115,6 @@ TEST_F(GroupServiceTest, WaitTimesOutAndBadTimeoutsAreRefused) {
   EXPECT_THAT(status.error_message(), HasSubstr("timeout_ms"));
 }
 
-v1::GroupInfo GetGroup(Client& client, const std::string& address) {
-  auto stub = v1::GroupService::NewStub(client.Channel(address));
-  grpc::ClientContext context;
-  v1::GroupInfo info;
-  EXPECT_TRUE(stub->GetGroup(&context, v1::GetGroupRequest(), &info).ok());
-  return info;
-}
-
-grpc::Status Barrier(Client& client, const std::string& address,
-                     int64_t timeout_ms) {
-  auto stub = v1::GroupService::NewStub(client.Channel(address));
-  grpc::ClientContext context;
-  v1::BarrierRequest request;
-  request.set_timeout_ms(timeout_ms);
-  v1::BarrierResponse response;
-  return stub->Barrier(&context, request, &response);
-}
-
 TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
   std::unique_ptr<LocalWorker> rank0 = testing::StartRankOrDie(
       {"--rank=0", "--world_size=3", "--rendezvous=127.0.0.1:1",
@@ -187,12 +169,13 @@ TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
                                "--peers=127.0.0.1:1", "--group_timeout=1s"});
   ASSERT_NE(rank0, nullptr);
   Client client;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
   v1::GroupInfo info;
-  do {
-    info = GetGroup(client, rank0->address());
-    absl::SleepFor(absl::Milliseconds(100));
-  } while (info.state() == v1::GroupInfo::JOINING && absl::Now() < deadline);
+  testing::PollUntil(
+      [&] {
+        info = GetGroup(client, rank0->address());
+        return info.state() != v1::GroupInfo::JOINING;
+      },
+      absl::Seconds(20));
   EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
   EXPECT_FALSE(info.error().empty());
   grpc::Status status = Barrier(client, rank0->address(), 1000);

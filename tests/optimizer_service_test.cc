@@ -1,6 +1,5 @@
 // OptimizerService.ListOptimizerKinds on a real daemon, with and without the
 // example plugin.
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -11,14 +10,10 @@
 namespace distopt {
 namespace {
 
+using ::distopt::testing::PluginPath;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string PluginPath(const std::string& name) {
-  return std::string(std::getenv("TEST_SRCDIR")) +
-         "/distopt/server/optim/plugins/" + name;
-}
 
 std::vector<std::string> Names(
     const std::vector<v1::OptimizerKindInfo>& kinds) {

@@ -27,27 +27,10 @@ using ::testing::SizeIs;
 
 class ParameterServiceTest : public testing::WorkerTest {
  protected:
-  std::unique_ptr<v1::ParameterService::Stub> Stub() {
-    return v1::ParameterService::NewStub(client_.Channel(address_));
-  }
-
-  // Sends raw write requests, as a buggy or hostile client might.
-  grpc::Status RawWrite(
-      const std::vector<v1::WriteParameterRequest>& messages) {
-    grpc::ClientContext context;
-    v1::ParameterInfo response;
-    auto writer = Stub()->WriteParameter(&context, &response);
-    for (const auto& message : messages) {
-      if (!writer->Write(message)) break;
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
-
   grpc::Status RawCreate(const v1::CreateParameterRequest& request) {
     grpc::ClientContext context;
     v1::ParameterInfo response;
-    return Stub()->CreateParameter(&context, request, &response);
+    return ParameterStub()->CreateParameter(&context, request, &response);
   }
 
   // The daemon still serves: a fresh parameter round-trips.
@@ -144,7 +127,7 @@ TEST_F(ParameterServiceTest, ListPagesThroughManyParameters) {
   v1::ListParametersRequest request;
   request.set_page_size(1000);
   v1::ListParametersResponse page;
-  ASSERT_TRUE(Stub()->ListParameters(&context, request, &page).ok());
+  ASSERT_TRUE(ParameterStub()->ListParameters(&context, request, &page).ok());
   EXPECT_EQ(page.parameters_size(), 1000);
   EXPECT_FALSE(page.next_page_token().empty());
 }
@@ -261,7 +244,7 @@ TEST_F(ParameterServiceTest, GetParameterReturnsSmallValuesInline) {
   request.mutable_parameter()->set_name("p");
   request.set_include_values(true);
   v1::GetParameterResponse response;
-  ASSERT_TRUE(Stub()->GetParameter(&context, request, &response).ok());
+  ASSERT_TRUE(ParameterStub()->GetParameter(&context, request, &response).ok());
   absl::StatusOr<Tensor> inline_values =
       TensorFromProto(response.values(), "values");
   ASSERT_TRUE(inline_values.ok()) << inline_values.status();
@@ -307,7 +290,8 @@ TEST_F(ParameterServiceTest, UnknownIdOrNameIsNotFound) {
   grpc::ClientContext context;
   v1::GetParameterRequest request;
   v1::GetParameterResponse response;
-  grpc::Status status = Stub()->GetParameter(&context, request, &response);
+  grpc::Status status =
+      ParameterStub()->GetParameter(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("expected one of them"));
   ExpectStillServing();
@@ -471,7 +455,7 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     v1::ReadParameterRequest request;
     request.mutable_parameter()->set_name("p");
     request.set_chunk_bytes(chunk_bytes);
-    auto reader = Stub()->ReadParameter(&context, request);
+    auto reader = ParameterStub()->ReadParameter(&context, request);
     v1::ParameterChunk chunk;
     EXPECT_FALSE(reader->Read(&chunk));
     grpc::Status status = reader->Finish();
@@ -483,7 +467,8 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     v1::ListParametersRequest request;
     request.set_page_size(-5);
     v1::ListParametersResponse response;
-    grpc::Status status = Stub()->ListParameters(&context, request, &response);
+    grpc::Status status =
+        ParameterStub()->ListParameters(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("page_size"));
   }
@@ -492,7 +477,8 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     v1::ListParametersRequest request;
     request.set_page_token("garbage");
     v1::ListParametersResponse response;
-    grpc::Status status = Stub()->ListParameters(&context, request, &response);
+    grpc::Status status =
+        ParameterStub()->ListParameters(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("page_token"));
   }
@@ -508,7 +494,8 @@ TEST_F(ParameterServiceTest, LargeInlineGetIsRefusedWithAHint) {
   request.mutable_parameter()->set_id(p->id);
   request.set_include_values(true);
   v1::GetParameterResponse response;
-  grpc::Status status = Stub()->GetParameter(&context, request, &response);
+  grpc::Status status =
+      ParameterStub()->GetParameter(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(status.error_message(), HasSubstr("use ReadParameter"));
   ExpectStillServing();

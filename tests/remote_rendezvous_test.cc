@@ -8,26 +8,35 @@
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/remote_rendezvous_store.h"
 #include "server/daemon/worker_server.h"
+#include "tests/worker_fixture.h"
 
 namespace distopt {
 namespace {
 
-constexpr char kSecret[] = "a secret of the test group";
+using ::distopt::testing::kTestGroupSecret;
 
-TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
+// A daemon in this process whose store serves the test group; fails the
+// test if it does not start.
+std::unique_ptr<WorkerServer> StartDaemon() {
   WorkerOptions options;
   options.listen = "127.0.0.1:0";
-  options.group_secret = kSecret;
+  options.group_secret = kTestGroupSecret;
   absl::StatusOr<std::unique_ptr<WorkerServer>> daemon =
       WorkerServer::Start(options);
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  const std::string address = (*daemon)->address();
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  return daemon.ok() ? *std::move(daemon) : nullptr;
+}
+
+TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
+  std::unique_ptr<WorkerServer> daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  const std::string address = daemon->address();
 
   std::vector<float> results(3);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 3; ++r) {
     ranks.emplace_back([&, r] {
-      RemoteRendezvousStore store(address, kSecret);
+      RemoteRendezvousStore store(address, kTestGroupSecret);
       GlooOptions gloo;
       gloo.rank = r;
       gloo.size = 3;
@@ -47,11 +56,9 @@ TEST(RemoteRendezvousTest, RanksBootstrapThroughADaemonsStore) {
 }
 
 TEST(RemoteRendezvousTest, AMissingKeyTimesOutNamingIt) {
-  WorkerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.group_secret = kSecret;
-  auto daemon = *WorkerServer::Start(options);
-  RemoteRendezvousStore store(daemon->address(), kSecret);
+  std::unique_ptr<WorkerServer> daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  RemoteRendezvousStore store(daemon->address(), kTestGroupSecret);
   ASSERT_TRUE(store.Set("a", "1").ok());
   EXPECT_EQ(*store.Get("a", absl::Seconds(1)), "1");
   absl::StatusOr<std::string> missing = store.Get("b", absl::Milliseconds(100));
@@ -63,11 +70,9 @@ TEST(RemoteRendezvousTest, AMissingKeyTimesOutNamingIt) {
 // The store is the group's: a caller without the secret, or with another
 // one, is refused and changes nothing.
 TEST(RemoteRendezvousTest, TheStoreServesOnlyTheGroupsSecret) {
-  WorkerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.group_secret = kSecret;
-  auto daemon = *WorkerServer::Start(options);
-  RemoteRendezvousStore member(daemon->address(), kSecret);
+  std::unique_ptr<WorkerServer> daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  RemoteRendezvousStore member(daemon->address(), kTestGroupSecret);
   ASSERT_TRUE(member.Set("gloo/0", "address of rank 0").ok());
   for (const char* secret : {"", "a guessed secret of the group"}) {
     RemoteRendezvousStore stranger(daemon->address(), secret);

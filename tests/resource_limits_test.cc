@@ -4,16 +4,12 @@
 // well-behaved client is served meanwhile. Through a real daemon.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -25,29 +21,17 @@
 namespace distopt {
 namespace {
 
+using ::distopt::testing::PollUntil;
 using ::testing::HasSubstr;
 
-// A field of /proc/<pid>/status ("Threads", "VmRSS" in kB).
-int64_t ProcStatus(pid_t pid, absl::string_view field) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    int64_t value = 0;
-    if (absl::ConsumePrefix(&rest, field) && absl::ConsumePrefix(&rest, ":")) {
-      rest = absl::StripAsciiWhitespace(rest);
-      absl::ConsumeSuffix(&rest, " kB");
-      if (absl::SimpleAtoi(rest, &value)) return value;
-    }
-  }
-  return -1;
-}
+constexpr absl::Duration kStallTimeout = absl::Seconds(2);
 
 class ResourceLimitsTest : public testing::WorkerTest {
  protected:
   std::vector<std::string> WorkerFlags() const override {
     return {"--max_streams=32", "--max_streams_per_connection=8",
-            "--max_threads=64", "--stream_stall_timeout=2s"};
+            "--max_threads=64",
+            "--stream_stall_timeout=" + absl::FormatDuration(kStallTimeout)};
   }
 
   // The median latency of a small GetParameter, in microseconds.
@@ -61,6 +45,20 @@ class ResourceLimitsTest : public testing::WorkerTest {
     std::sort(latencies.begin(), latencies.end());
     return latencies[latencies.size() / 2];
   }
+
+  // A new ReadParameter stream of `small` on `client`'s connection, read to
+  // its end: its status.
+  grpc::Status RawRead(Client& client, const RemoteParameter& small) {
+    auto parameters = v1::ParameterService::NewStub(client.Channel(address_));
+    grpc::ClientContext context;
+    v1::ReadParameterRequest request;
+    request.mutable_parameter()->set_id(small.id);
+    auto reader = parameters->ReadParameter(&context, request);
+    v1::ParameterChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    return reader->Finish();
+  }
 };
 
 // Hostile clients over ten connections open 200 ReadParameter streams of a
@@ -73,8 +71,8 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       client_.CreateParameter(address_, "small", DType::kFloat32, {4});
   ASSERT_TRUE(small.ok());
   const double usual = MedianGetLatency(*small);
-  const int64_t threads_before = ProcStatus(worker_->pid(), "Threads");
-  const int64_t rss_before = ProcStatus(worker_->pid(), "VmRSS");
+  const int64_t threads_before = worker_->ProcStatus("Threads");
+  const int64_t rss_before = worker_->ProcStatus("VmRSS");
 
   struct Hostile {
     std::unique_ptr<grpc::ClientContext> context;
@@ -103,10 +101,16 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       streams.push_back(std::move(idle));
     }
   }
-  absl::SleepFor(absl::Milliseconds(500));  // Every call has arrived.
+  // The calls have arrived: their streams hold every slot, so that a probe
+  // on a connection of its own is refused.
+  Client probe;
+  ASSERT_TRUE(PollUntil([&] {
+    return RawRead(probe, *small).error_code() ==
+           grpc::StatusCode::RESOURCE_EXHAUSTED;
+  })) << "the hostile streams never held every slot";
   // Bounded: threads under the quota, memory far from 400 streams' worth.
-  const int64_t threads = ProcStatus(worker_->pid(), "Threads");
-  const int64_t rss = ProcStatus(worker_->pid(), "VmRSS");
+  const int64_t threads = worker_->ProcStatus("Threads");
+  const int64_t rss = worker_->ProcStatus("VmRSS");
   EXPECT_LE(threads, threads_before + 64);
   EXPECT_LT(rss - rss_before, 150 * 1024);
   // Meanwhile a well-behaved client is served as usual.
@@ -121,23 +125,17 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       << "usual " << usual << " us";
   // And a new stream past the bounds is refused, naming the bound.
   {
-    auto parameters =
-        v1::ParameterService::NewStub(connections.front()->Channel(address_));
-    grpc::ClientContext context;
-    v1::ReadParameterRequest request;
-    request.mutable_parameter()->set_id(small->id);
-    auto reader = parameters->ReadParameter(&context, request);
-    v1::ParameterChunk chunk;
-    while (reader->Read(&chunk)) {
-    }
-    grpc::Status status = reader->Finish();
+    grpc::Status status = RawRead(*connections.front(), *small);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
     EXPECT_THAT(status.error_message(), HasSubstr("(--max_streams)"));
   }
   // The stalled readers are cut off after --stream_stall_timeout (the idle
   // step streams stay): their calls end cancelled, and a reader on a fresh
-  // connection is served again.
-  absl::SleepFor(absl::Seconds(4));
+  // connection is served again. A fixed wait, not a poll: a client sees a
+  // reader cut off only by reading it, which would end its stall, and a
+  // slot that frees proves nothing (slots were seen to free well before
+  // any stall timeout).
+  absl::SleepFor(2 * kStallTimeout);
   int cut_off = 0;
   for (Hostile& stream : streams) {
     if (stream.reader == nullptr) continue;

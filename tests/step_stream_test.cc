@@ -20,14 +20,10 @@
 namespace distopt {
 namespace {
 
+using ::distopt::testing::PluginPath;
 using ::distopt::testing::Ramp;
 using ::distopt::testing::StartWorkerOrDie;
 using ::testing::HasSubstr;
-
-std::string PluginPath(const std::string& name) {
-  return std::string(std::getenv("TEST_SRCDIR")) +
-         "/distopt/server/optim/plugins/" + name;
-}
 
 // A one-parameter SGD optimizer on `worker` and a context holding a
 // gradient for it; returns {optimizer id, context id}.

@@ -11,7 +11,6 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
-#include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 #include "tests/worker_fixture.h"
 
@@ -78,6 +77,20 @@ class TlsTest : public ::testing::Test {
     return testing::StartWorkerOrDie(flags);
   }
 
+  // A TLS worker that requires the bearer token in Path("token").
+  std::unique_ptr<LocalWorker> StartTokenWorker() {
+    std::vector<std::string> flags = TlsFlags();
+    flags.push_back("--auth_token_file=" + Path("token"));
+    return testing::StartWorkerOrDie(flags);
+  }
+
+  // TLS options presenting `token` (by default the right one).
+  ClientOptions TokenClientOptions(const std::string& token = "s3cret-token") {
+    ClientOptions options = TlsClientOptions();
+    options.auth_token = token;
+    return options;
+  }
+
   // Options presenting the certificate of `who` ("client", "other").
   ClientOptions MutualTlsClientOptions(const std::string& who) {
     ClientOptions options = TlsClientOptions();
@@ -121,14 +134,10 @@ TEST_F(TlsTest, TlsWorkerServesTlsClientsOnly) {
 }
 
 TEST_F(TlsTest, BearerTokenIsRequiredWhenConfigured) {
-  std::vector<std::string> flags = TlsFlags();
-  flags.push_back("--auth_token_file=" + Path("token"));
-  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  std::unique_ptr<LocalWorker> worker = StartTokenWorker();
   ASSERT_NE(worker, nullptr);
   {
-    ClientOptions options = TlsClientOptions();
-    options.auth_token = "s3cret-token";
-    Client client(options);
+    Client client(TokenClientOptions());
     EXPECT_TRUE(RoundTrip(client, worker->address()).ok());
     // Steps travel on a stream: the daemon answers it (no such optimizer).
     EXPECT_EQ(client.Step(worker->address(), 12345, client.NewContextId())
@@ -137,9 +146,7 @@ TEST_F(TlsTest, BearerTokenIsRequiredWhenConfigured) {
               absl::StatusCode::kNotFound);
   }
   {
-    ClientOptions options = TlsClientOptions();
-    options.auth_token = "wrong";
-    Client client(options);
+    Client client(TokenClientOptions("wrong"));
     absl::Status status = RoundTrip(client, worker->address());
     EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
     EXPECT_THAT(status.message(), HasSubstr("not valid"));
@@ -172,13 +179,9 @@ TEST_F(TlsTest, MutualTlsRequiresAClientCertificate) {
 // A call carrying two tokens is refused even when one is right: a check
 // that read the other could be fooled.
 TEST_F(TlsTest, TwoBearerTokensAreRefused) {
-  std::vector<std::string> flags = TlsFlags();
-  flags.push_back("--auth_token_file=" + Path("token"));
-  std::unique_ptr<LocalWorker> worker = testing::StartWorkerOrDie(flags);
+  std::unique_ptr<LocalWorker> worker = StartTokenWorker();
   ASSERT_NE(worker, nullptr);
-  ClientOptions options = TlsClientOptions();
-  options.auth_token = "s3cret-token";
-  Client client(options);
+  Client client(TokenClientOptions());
   auto stub = v1::ParameterService::NewStub(client.Channel(worker->address()));
   grpc::ClientContext context;
   context.AddMetadata("authorization", "Bearer wrong");
@@ -221,17 +224,8 @@ TEST_F(TlsTest, UnderMutualTlsAContextIsItsMakersAlone) {
   EXPECT_EQ(other->Step(address, sgd->id(), context_id).status().code(),
             denied);
   EXPECT_EQ(other->ReleaseContext(address, context_id).status().code(), denied);
-  auto listed_by = [&](Client& client) {
-    auto stub = v1::AutogradService::NewStub(client.Channel(address));
-    grpc::ClientContext context;
-    v1::ListContextsResponse response;
-    EXPECT_TRUE(
-        stub->ListContexts(&context, v1::ListContextsRequest(), &response)
-            .ok());
-    return response.contexts_size();
-  };
-  EXPECT_EQ(listed_by(*other), 0);
-  EXPECT_EQ(listed_by(*owner), 1);
+  EXPECT_EQ(testing::ListContexts(*other, address).contexts_size(), 0);
+  EXPECT_EQ(testing::ListContexts(*owner, address).contexts_size(), 1);
   // The owner's context is untouched, and still its own.
   absl::StatusOr<std::map<uint64_t, Tensor>> gradients =
       owner->GetGradients(address, context_id);

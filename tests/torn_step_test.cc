@@ -18,19 +18,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string PluginPath(const std::string& name) {
-  return std::string(std::getenv("TEST_SRCDIR")) +
-         "/distopt/server/optim/plugins/" + name;
-}
-
 std::string CheckpointDir(int rank) {
   return absl::StrCat(std::getenv("TEST_TMPDIR"), "/torn", rank);
 }
 
 constexpr float kSlowLr = 0.125f;
 
-// slow_sgd over the model. Rank 0 owns fc1.weight, rank 1 the three others
-// (torch's partition), so with a delay rank 1 updates three times as long.
+// slow_sgd over the model, each collective bounded by 1.5 s. Rank 0 owns
+// fc1.weight, rank 1 the three others (torch's partition), so with a delay
+// rank 1 updates three times as long.
 v1::CreateZeroRequest SlowSpec(double delay_seconds) {
   v1::CreateZeroRequest request;
   request.set_kind("slow_sgd");
@@ -47,29 +43,22 @@ class TornStepTest : public ZeroServiceTest {
  protected:
   void SetUp() override {
     extra_flags_ = {
-        "--optimizer_plugin=" + PluginPath("libslow_sgd_plugin.so"),
+        "--optimizer_plugin=" + testing::PluginPath("libslow_sgd_plugin.so"),
         "--checkpoint_dir=" + std::string(std::getenv("TEST_TMPDIR")) +
             "/torn{rank}"};
     StartRanks(2);
-    std::vector<v1::ZeroInfo> infos(2);
-    for (const grpc::Status& status : OnEveryRank(
-             [&](int r) { return CreateZero(r, SlowSpec(0), &infos[r]); })) {
-      ASSERT_TRUE(status.ok()) << status.error_message();
-    }
+    ASSERT_TRUE(CreateZeroOnEveryRank(SlowSpec(0)));
   }
 
   void SetDelay(double seconds) {
-    for (const grpc::Status& status : OnEveryRank([&](int r) {
-           v1::SetZeroHyperparametersRequest request;
-           request.set_group(0);
-           (*request.mutable_hyperparameters())["delay_seconds"].set_number(
-               seconds);
-           v1::ZeroInfo info;
-           return Call(r, &v1::ZeroService::Stub::SetHyperparameters, request,
-                       &info);
-         })) {
-      ASSERT_TRUE(status.ok()) << status.error_message();
-    }
+    ASSERT_TRUE(OkOnEveryRank([&](int r) {
+      v1::SetZeroHyperparametersRequest request;
+      request.set_group(0);
+      (*request.mutable_hyperparameters())["delay_seconds"].set_number(seconds);
+      v1::ZeroInfo info;
+      return Call(r, &v1::ZeroService::Stub::SetHyperparameters, request,
+                  &info);
+    }));
   }
 
   v1::ZeroInfo GetZero(int rank) {
@@ -84,11 +73,12 @@ class TornStepTest : public ZeroServiceTest {
     return client_->GetParameter(params_[rank][p])->version;
   }
 
-  // Step `step` on both ranks with rank 1 three seconds in its update and
-  // rank 0 giving up waiting for its parameters after 1.5 s: rank 0's own
-  // partition is stepped, rank 1's never arrives.
+  // Step `step` on both ranks with a delay of 2 s a parameter: rank 1 is
+  // six seconds in its update, and rank 0 gives up waiting for its
+  // parameters 1.5 s after its own 2 s update, 2.5 s before they could come:
+  // rank 0's own partition is stepped, rank 1's never arrives.
   void TearAStep(int step) {
-    SetDelay(1.0);
+    SetDelay(2.0);
     const uint64_t context_id = PushGradients(step);
     std::vector<grpc::Status> results =
         OnEveryRank([&](int r) { return Step(r, context_id); });
@@ -150,20 +140,15 @@ TEST_F(TornStepTest, RestoringParametersAndAStateDictRepairsIt) {
   // A good step, then what a user keeps: the model and a consolidated
   // state dict.
   const uint64_t first = PushGradients(0);
-  for (const grpc::Status& status :
-       OnEveryRank([&](int r) { return Step(r, first); })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(OkOnEveryRank([&](int r) { return Step(r, first); }));
   const std::vector<Tensor> saved_model = ReadModel(0);
-  for (const grpc::Status& status : OnEveryRank([&](int r) {
-         v1::ConsolidateZeroStateDictRequest request;
-         request.set_to(0);
-         v1::ConsolidateZeroStateDictResponse response;
-         return Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, request,
-                     &response);
-       })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(OkOnEveryRank([&](int r) {
+    v1::ConsolidateZeroStateDictRequest request;
+    request.set_to(0);
+    v1::ConsolidateZeroStateDictResponse response;
+    return Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, request,
+                &response);
+  }));
   v1::ZeroStateDict saved_state;
   ASSERT_TRUE(GetZeroStateDict(0, &saved_state).ok());
 
@@ -186,19 +171,14 @@ TEST_F(TornStepTest, RestoringParametersAndAStateDictRepairsIt) {
   for (size_t p = 0; p < kModel.size(); ++p) {
     ASSERT_TRUE(client_->WriteParameter(params_[1][p], saved_model[p]).ok());
   }
-  for (const grpc::Status& status :
-       OnEveryRank([&](int r) { return LoadZeroStateDict(r, saved_state); })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(
+      OkOnEveryRank([&](int r) { return LoadZeroStateDict(r, saved_state); }));
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(GetZero(r).inconsistent().empty());
 
   // Training goes on from the good step as if the torn one never happened.
   SetDelay(0);
   const uint64_t again = PushGradients(1);
-  for (const grpc::Status& status :
-       OnEveryRank([&](int r) { return Step(r, again); })) {
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  ASSERT_TRUE(OkOnEveryRank([&](int r) { return Step(r, again); }));
   ExpectEveryRankHolds(Expected(2));
 }
 

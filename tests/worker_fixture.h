@@ -1,17 +1,25 @@
 // A GoogleTest fixture that runs one real distopt_worker process on a port
-// the OS picks, with a Client to drive it, plus small tensor helpers.
+// the OS picks, with a Client to drive it, plus small tensor helpers and the
+// waits and calls that several daemon tests share.
 #ifndef DISTOPT_TESTS_WORKER_FIXTURE_H_
 #define DISTOPT_TESTS_WORKER_FIXTURE_H_
 
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "client/local_worker.h"
 #include "common/tensor.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "proto/distopt/v1/autograd.grpc.pb.h"
+#include "proto/distopt/v1/parameter.grpc.pb.h"
 
 namespace distopt {
 namespace testing {
@@ -36,6 +44,69 @@ inline std::unique_ptr<LocalWorker> StartWorkerOrDie(
 inline std::unique_ptr<LocalWorker> StartRankOrDie(
     std::vector<std::string> flags) {
   return StartWorkerOrDie(std::move(flags), kTestGroupSecret);
+}
+
+// A worker on the checkpoint folder `dir` after a restart: a first worker
+// on it is given to `before`, then stopped gracefully, and a second started.
+// nullptr (the test has failed) when a worker does not come up, `before`
+// fails fatally, or the first does not exit with code 0.
+inline std::unique_ptr<LocalWorker> RestartedOnCheckpointDir(
+    const std::string& dir,
+    const std::function<void(Client& client, const std::string& address)>&
+        before) {
+  const std::vector<std::string> flags = {"--checkpoint_dir=" + dir};
+  {
+    std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+    if (worker == nullptr) return nullptr;
+    {
+      Client client;
+      before(client, worker->address());
+    }
+    if (::testing::Test::HasFatalFailure()) return nullptr;
+    absl::StatusOr<int> code = worker->Stop();
+    EXPECT_TRUE(code.ok()) << code.status();
+    if (!code.ok()) return nullptr;
+    EXPECT_EQ(*code, 0);
+    if (*code != 0) return nullptr;
+  }
+  return StartWorkerOrDie(flags);
+}
+
+// The path of a test optimizer plugin of server/optim/plugins, which the
+// test lists in its data.
+inline std::string PluginPath(const std::string& name) {
+  return std::string(std::getenv("TEST_SRCDIR")) +
+         "/distopt/server/optim/plugins/" + name;
+}
+
+// Polls `condition` until it holds (true) or `timeout` has passed (false):
+// a test waits for what it needs, not a fixed time that a busy machine may
+// overrun.
+inline bool PollUntil(const std::function<bool()>& condition,
+                      absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// One page of the worker's autograd contexts, through the raw stub (the
+// client library does not list them); fails the test if the call fails.
+inline v1::ListContextsResponse ListContexts(Client& client,
+                                             const std::string& address,
+                                             int page_size = 0,
+                                             const std::string& token = "") {
+  auto stub = v1::AutogradService::NewStub(client.Channel(address));
+  v1::ListContextsRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(token);
+  grpc::ClientContext context;
+  v1::ListContextsResponse response;
+  grpc::Status status = stub->ListContexts(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
 }
 
 // A host float32 tensor of `shape` holding start, start + step, ...
@@ -65,6 +136,25 @@ class WorkerTest : public ::testing::Test {
     worker_ = StartWorkerOrDie(WorkerFlags(), GroupSecret());
     ASSERT_NE(worker_, nullptr);
     address_ = worker_->address();
+  }
+
+  // ParameterService through the raw stub, for requests the client library
+  // would never send.
+  std::unique_ptr<v1::ParameterService::Stub> ParameterStub() {
+    return v1::ParameterService::NewStub(client_.Channel(address_));
+  }
+
+  // Sends raw write requests, as a buggy or hostile client might.
+  grpc::Status RawWrite(
+      const std::vector<v1::WriteParameterRequest>& messages) {
+    grpc::ClientContext context;
+    v1::ParameterInfo response;
+    auto writer = ParameterStub()->WriteParameter(&context, &response);
+    for (const auto& message : messages) {
+      if (!writer->Write(message)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
   }
 
   // Declared first so that it is destroyed last: the client's idle

@@ -1,7 +1,9 @@
 // The fixture of the ZeroService and LocalSgdService tests: W daemons
 // joined through rank 0's store, each holding the same small model, with
-// helpers to run a call on every rank at once, push each rank's gradients, and
-// compute the reference a local optimizer reaches with the averaged gradients.
+// helpers to run a call on every rank at once (and check it succeeded on
+// each), push each rank's gradients, create ZeRO and train it step by step on
+// every rank, and compute the reference a local optimizer reaches with the
+// averaged gradients.
 #ifndef DISTOPT_TESTS_ZERO_FIXTURE_H_
 #define DISTOPT_TESTS_ZERO_FIXTURE_H_
 
@@ -72,6 +74,62 @@ inline Tensor RankGradient(int rank, size_t p, int step) {
   }
   return t;
 }
+
+// The reference: one local optimizer over the whole model, fed the average
+// of the ranks' gradients (computed as the all-reduce does: fp32 sums of
+// exact values, times 1/W).
+class ReferenceTraining {
+ public:
+  explicit ReferenceTraining(const std::string& kind) {
+    registry_ = OptimizerRegistry::WithBuiltins();
+    std::vector<ParameterLayout> layouts;
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      layouts.push_back({DType::kFloat32, kModel[p].second});
+      values_.push_back(Initial(p));
+    }
+    optimizer_ = *FunctionalOptimizer::Create(
+        *registry_->Find(kind), Hyperparameters(kind, kLr), layouts);
+  }
+
+  // One step with the gradients of the ranks whose data has not run out.
+  void Step(int world, int step, const std::vector<int>& data_steps = {}) {
+    std::vector<Tensor> averaged;
+    std::vector<Tensor*> params;
+    std::vector<const Tensor*> grads;
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      Tensor sum = *Tensor::AllocateHost(DType::kFloat32, kModel[p].second);
+      for (float& x : sum.host_span<float>()) x = 0.0f;
+      for (int r = 0; r < world; ++r) {
+        if (!data_steps.empty() && step >= data_steps[r]) continue;
+        Tensor mine = RankGradient(r, p, step);
+        for (int64_t e = 0; e < sum.num_elements(); ++e) {
+          sum.host_span<float>()[e] += mine.host_span<float>()[e];
+        }
+      }
+      for (float& x : sum.host_span<float>()) x *= 1.0f / world;
+      averaged.push_back(std::move(sum));
+    }
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      params.push_back(&values_[p]);
+      grads.push_back(&averaged[p]);
+    }
+    absl::Status status = optimizer_->Step(params, grads);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  void SetHyperparameters(
+      const absl::flat_hash_map<std::string, HyperValue>& changes) {
+    ASSERT_TRUE(optimizer_->SetHyperparameters(changes).ok());
+  }
+
+  const std::vector<Tensor>& values() const { return values_; }
+  const FunctionalOptimizer& optimizer() const { return *optimizer_; }
+
+ private:
+  std::unique_ptr<OptimizerRegistry> registry_;
+  std::vector<Tensor> values_;
+  std::unique_ptr<FunctionalOptimizer> optimizer_;
+};
 
 class ZeroServiceTest : public ::testing::Test {
  protected:
@@ -163,6 +221,47 @@ class ZeroServiceTest : public ::testing::Test {
     return results;
   }
 
+  // OnEveryRank, for calls that must succeed: a failure names each rank
+  // whose call failed. ASSERT_TRUE(OkOnEveryRank(...)).
+  ::testing::AssertionResult OkOnEveryRank(
+      const std::function<grpc::Status(int)>& call) {
+    const std::vector<grpc::Status> results = OnEveryRank(call);
+    std::string failed;
+    for (int r = 0; r < world_; ++r) {
+      if (!results[r].ok()) {
+        absl::StrAppend(&failed, "rank ", r, ": ", results[r].error_message(),
+                        "\n");
+      }
+    }
+    if (failed.empty()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << failed;
+  }
+
+  // CreateZero(spec) on every rank; `infos`, when given, gets each rank's.
+  ::testing::AssertionResult CreateZeroOnEveryRank(
+      const v1::CreateZeroRequest& spec,
+      std::vector<v1::ZeroInfo>* infos = nullptr) {
+    std::vector<v1::ZeroInfo> created(world_);
+    ::testing::AssertionResult result =
+        OkOnEveryRank([&](int r) { return CreateZero(r, spec, &created[r]); });
+    if (infos != nullptr) *infos = std::move(created);
+    return result;
+  }
+
+  // Steps first, ..., first + count - 1 on every rank (each rank's
+  // gradients), and `reference` with them.
+  ::testing::AssertionResult TrainSteps(ReferenceTraining& reference, int first,
+                                        int count) {
+    for (int step = first; step < first + count; ++step) {
+      const uint64_t context_id = PushGradients(step);
+      ::testing::AssertionResult stepped =
+          OkOnEveryRank([&](int r) { return Step(r, context_id); });
+      if (!stepped) return stepped << "at step " << step;
+      reference.Step(world_, step);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
   grpc::Status CreateZero(int rank, const v1::CreateZeroRequest& request,
                           v1::ZeroInfo* info) {
     auto stub = v1::ZeroService::NewStub(client_->Channel(addresses_[rank]));
@@ -235,62 +334,6 @@ class ZeroServiceTest : public ::testing::Test {
   // A pointer, so that StopRanks can close its channels first: a daemon
   // with idle connected clients waits for them at shutdown.
   std::unique_ptr<Client> client_ = std::make_unique<Client>();
-};
-
-// The reference: one local optimizer over the whole model, fed the average
-// of the ranks' gradients (computed as the all-reduce does: fp32 sums of
-// exact values, times 1/W).
-class ReferenceTraining {
- public:
-  explicit ReferenceTraining(const std::string& kind) {
-    registry_ = OptimizerRegistry::WithBuiltins();
-    std::vector<ParameterLayout> layouts;
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      layouts.push_back({DType::kFloat32, kModel[p].second});
-      values_.push_back(Initial(p));
-    }
-    optimizer_ = *FunctionalOptimizer::Create(
-        *registry_->Find(kind), Hyperparameters(kind, kLr), layouts);
-  }
-
-  // One step with the gradients of the ranks whose data has not run out.
-  void Step(int world, int step, const std::vector<int>& data_steps = {}) {
-    std::vector<Tensor> averaged;
-    std::vector<Tensor*> params;
-    std::vector<const Tensor*> grads;
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      Tensor sum = *Tensor::AllocateHost(DType::kFloat32, kModel[p].second);
-      for (float& x : sum.host_span<float>()) x = 0.0f;
-      for (int r = 0; r < world; ++r) {
-        if (!data_steps.empty() && step >= data_steps[r]) continue;
-        Tensor mine = RankGradient(r, p, step);
-        for (int64_t e = 0; e < sum.num_elements(); ++e) {
-          sum.host_span<float>()[e] += mine.host_span<float>()[e];
-        }
-      }
-      for (float& x : sum.host_span<float>()) x *= 1.0f / world;
-      averaged.push_back(std::move(sum));
-    }
-    for (size_t p = 0; p < kModel.size(); ++p) {
-      params.push_back(&values_[p]);
-      grads.push_back(&averaged[p]);
-    }
-    absl::Status status = optimizer_->Step(params, grads);
-    ASSERT_TRUE(status.ok()) << status;
-  }
-
-  void SetHyperparameters(
-      const absl::flat_hash_map<std::string, HyperValue>& changes) {
-    ASSERT_TRUE(optimizer_->SetHyperparameters(changes).ok());
-  }
-
-  const std::vector<Tensor>& values() const { return values_; }
-  const FunctionalOptimizer& optimizer() const { return *optimizer_; }
-
- private:
-  std::unique_ptr<OptimizerRegistry> registry_;
-  std::vector<Tensor> values_;
-  std::unique_ptr<FunctionalOptimizer> optimizer_;
 };
 
 }  // namespace distopt

@@ -37,12 +37,8 @@ class ZeroTrainingTest
 
 TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
   const std::string kind = std::get<0>(GetParam());
-  std::vector<v1::ZeroInfo> infos(world_);
-  std::vector<grpc::Status> created = OnEveryRank(
-      [&](int r) { return CreateZero(r, Spec(kind, kLr), &infos[r]); });
-  for (int r = 0; r < world_; ++r) {
-    ASSERT_TRUE(created[r].ok()) << r << ": " << created[r].error_message();
-  }
+  std::vector<v1::ZeroInfo> infos;
+  ASSERT_TRUE(CreateZeroOnEveryRank(Spec(kind, kLr), &infos));
   // Every parameter has one owner and every rank owns some.
   ASSERT_EQ(infos[0].owners_size(), static_cast<int>(kModel.size()));
   std::set<int> owners;
@@ -53,15 +49,7 @@ TEST_P(ZeroTrainingTest, TenStepsEqualOneLocalOptimizerBitForBit) {
 
   ReferenceTraining reference(kind);
   constexpr int kSteps = 10;
-  for (int step = 0; step < kSteps; ++step) {
-    const uint64_t context_id = PushGradients(step);
-    std::vector<grpc::Status> stepped =
-        OnEveryRank([&](int r) { return Step(r, context_id); });
-    for (int r = 0; r < world_; ++r) {
-      ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
-    }
-    reference.Step(world_, step);
-  }
+  ASSERT_TRUE(TrainSteps(reference, 0, kSteps));
   ExpectEveryRankHolds(reference.values());
   // Each rank holds the state of its own partition only: within one
   // parameter's state of total/W, and one copy of it in all.
@@ -147,10 +135,7 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
 }
 
 TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
-  std::vector<v1::ZeroInfo> infos(world_);
-  std::vector<grpc::Status> created = OnEveryRank(
-      [&](int r) { return CreateZero(r, SgdSpec(kLr), &infos[r]); });
-  ASSERT_TRUE(created[0].ok() && created[1].ok());
+  ASSERT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
   // Rank 0 has a gradient for every parameter but the last; rank 1 only
   // for the first. The last has none anywhere and is left as it was.
   const uint64_t context_id = client_->NewContextId();
@@ -164,11 +149,7 @@ TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
         client_->AccumulateGradients(addresses_[r], context_id, gradients)
             .ok());
   }
-  std::vector<grpc::Status> stepped =
-      OnEveryRank([&](int r) { return Step(r, context_id); });
-  for (int r = 0; r < world_; ++r) {
-    ASSERT_TRUE(stepped[r].ok()) << r << ": " << stepped[r].error_message();
-  }
+  ASSERT_TRUE(OkOnEveryRank([&](int r) { return Step(r, context_id); }));
   auto registry = OptimizerRegistry::WithBuiltins();
   std::vector<ParameterLayout> layouts;
   std::vector<Tensor> reference, averaged;
@@ -200,10 +181,7 @@ TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
 TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   v1::CreateZeroRequest spec = SgdSpec(kLr);
   spec.set_timeout_ms(5000);
-  std::vector<v1::ZeroInfo> infos(world_);
-  std::vector<grpc::Status> created =
-      OnEveryRank([&](int r) { return CreateZero(r, spec, &infos[r]); });
-  ASSERT_TRUE(created[0].ok() && created[1].ok());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   std::vector<Tensor> before;
   for (size_t p = 0; p < kModel.size(); ++p) {
     absl::StatusOr<Tensor> values = client_->ReadParameter(params_[0][p]);
