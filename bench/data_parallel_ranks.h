@@ -70,30 +70,12 @@ struct Ranks {
   std::vector<int64_t> parameters_rss_kb;
 };
 
-// A field of /proc/<pid>/status in kB ("VmRSS", "VmHWM"); -1 if unknown.
-inline int64_t ProcKb(pid_t pid, const std::string& field) {
-  FILE* status =
-      std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
-  if (status == nullptr) return -1;
-  char line[256];
-  int64_t kb = -1;
-  while (std::fgets(line, sizeof(line), status) != nullptr) {
-    long long value = 0;
-    if (std::sscanf(line, (field + ": %lld kB").c_str(), &value) == 1) {
-      kb = value;
-      break;
-    }
-  }
-  std::fclose(status);
-  return kb;
-}
-
 // How far each daemon's peak RSS rose above its RSS with only the
 // parameters: what the step (gradients, state, scratch) costs, in MiB.
 inline std::vector<double> PeakAboveParametersMiB(const Ranks& ranks) {
   std::vector<double> mib;
   for (size_t r = 0; r < ranks.daemons.size(); ++r) {
-    const int64_t peak = ProcKb(ranks.daemons[r]->pid(), "VmHWM");
+    const int64_t peak = ranks.daemons[r]->ProcStatus("VmHWM");
     mib.push_back(static_cast<double>(peak - ranks.parameters_rss_kb[r]) /
                   1024.0);
   }
@@ -158,18 +140,19 @@ inline bool StartRanks(Client& client, Ranks& ranks,
     // The peak so far (making the parameters) is not the step's: the
     // kernel resets VmHWM to the present RSS on "5" in clear_refs.
     std::ofstream(absl::StrCat("/proc/", daemon->pid(), "/clear_refs")) << "5";
-    ranks.parameters_rss_kb.push_back(ProcKb(daemon->pid(), "VmRSS"));
+    ranks.parameters_rss_kb.push_back(daemon->ProcStatus("VmRSS"));
   }
   return PushGradients(client, ranks);
 }
 
-// Median seconds of kIterations timed calls after kWarmup, all ranks at
+// Median seconds of `iterations` timed calls after kWarmup, all ranks at
 // once; `prepare` runs before each, untimed.
 inline double TimeSteps(
     const std::function<absl::Status(int)>& step,
-    const std::function<bool()>& prepare = [] { return true; }) {
+    const std::function<bool()>& prepare = [] { return true; },
+    int iterations = kIterations) {
   std::vector<double> seconds;
-  for (int it = 0; it < kWarmup + kIterations; ++it) {
+  for (int it = 0; it < kWarmup + iterations; ++it) {
     if (!prepare()) return -1;
     bool stepped = false;
     const double taken = SecondsOf([&] { stepped = OnEveryRank(step); });

@@ -119,6 +119,11 @@ const char* ModeLabel(int mode) {
 
 bool IsSharded(int mode) { return mode == kSharded || mode == kShardedOverlap; }
 
+// Small models' steps take milliseconds: more of them steady the median.
+int Iterations(const Model& model) {
+  return model.bytes() < (16 << 20) ? 100 : kIterations;
+}
+
 ZeroFigures RunZero(Client& client, int mode, const Model& model = Model()) {
   ZeroFigures figures;
   Ranks ranks;
@@ -142,7 +147,8 @@ ZeroFigures RunZero(Client& client, int mode, const Model& model = Model()) {
     return figures;
   }
   figures.step_s =
-      TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); });
+      TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); },
+                [] { return true; }, Iterations(model));
   figures.peak_above_parameters_mib = bench::PeakAboveParametersMiB(ranks);
   // Every rank's bytes, from one call.
   absl::StatusOr<v1::ZeroInfo> info = zero[0].Get();
@@ -217,11 +223,8 @@ const bench::RawCollectiveSeconds& Limit(const Model& model) {
   if (found == limits->end()) {
     found = limits
                 ->emplace(model.elements(),
-                          bench::TimeRawCollectives(
-                              kWorld, model.elements(),
-                              // Small ones take a millisecond or less:
-                              // more of them to steady the median.
-                              model.bytes() < (16 << 20) ? 100 : kIterations))
+                          bench::TimeRawCollectives(kWorld, model.elements(),
+                                                    Iterations(model)))
                 .first;
   }
   return found->second;

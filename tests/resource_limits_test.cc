@@ -61,8 +61,8 @@ class ResourceLimitsTest : public testing::WorkerTest {
   }
 };
 
-// Hostile clients over ten connections open 200 ReadParameter streams of a
-// 16 MiB parameter and read nothing, and 200 StepStreams that send nothing.
+// Hostile clients over ten connections open 40 ReadParameter streams of a
+// 16 MiB parameter and read nothing, and 160 StepStreams that send nothing.
 TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
   absl::StatusOr<RemoteParameter> big = client_.CreateParameter(
       address_, "big", DType::kFloat32, {4 << 20}, init::Constant(1));
@@ -82,12 +82,15 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
   };
   std::vector<std::unique_ptr<Client>> connections;
   std::vector<Hostile> streams;
-  for (int c = 0; c < 10; ++c) {
+  Client probe;
+  // Two connections of readers first, so that which calls hold the slots
+  // is not a race: each holds its 8 (--max_streams_per_connection) and
+  // the rest are refused. A ninth read on the connection is refused once
+  // its readers have arrived.
+  for (int c = 0; c < 2; ++c) {
     connections.push_back(std::make_unique<Client>());
     auto parameters =
         v1::ParameterService::NewStub(connections.back()->Channel(address_));
-    auto optimizers =
-        v1::OptimizerService::NewStub(connections.back()->Channel(address_));
     for (int i = 0; i < 20; ++i) {
       Hostile read;
       read.context = std::make_unique<grpc::ClientContext>();
@@ -95,6 +98,20 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       request.mutable_parameter()->set_id(big->id);
       read.reader = parameters->ReadParameter(read.context.get(), request);
       streams.push_back(std::move(read));
+    }
+    ASSERT_TRUE(PollUntil([&] {
+      return RawRead(*connections.back(), *small).error_code() ==
+             grpc::StatusCode::RESOURCE_EXHAUSTED;
+    })) << "connection "
+        << c << "'s readers never held its slots";
+  }
+  // Then eight connections of idle step streams, which take the other 16
+  // slots (--max_streams) and are refused past them.
+  for (int c = 0; c < 8; ++c) {
+    connections.push_back(std::make_unique<Client>());
+    auto optimizers =
+        v1::OptimizerService::NewStub(connections.back()->Channel(address_));
+    for (int i = 0; i < 20; ++i) {
       Hostile idle;
       idle.context = std::make_unique<grpc::ClientContext>();
       idle.stepper = optimizers->StepStream(idle.context.get());
@@ -103,12 +120,11 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
   }
   // The calls have arrived: their streams hold every slot, so that a probe
   // on a connection of its own is refused.
-  Client probe;
   ASSERT_TRUE(PollUntil([&] {
     return RawRead(probe, *small).error_code() ==
            grpc::StatusCode::RESOURCE_EXHAUSTED;
   })) << "the hostile streams never held every slot";
-  // Bounded: threads under the quota, memory far from 400 streams' worth.
+  // Bounded: threads under the quota, memory far from 200 streams' worth.
   const int64_t threads = worker_->ProcStatus("Threads");
   const int64_t rss = worker_->ProcStatus("VmRSS");
   EXPECT_LE(threads, threads_before + 64);
@@ -125,7 +141,7 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       << "usual " << usual << " us";
   // And a new stream past the bounds is refused, naming the bound.
   {
-    grpc::Status status = RawRead(*connections.front(), *small);
+    grpc::Status status = RawRead(probe, *small);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
     EXPECT_THAT(status.error_message(), HasSubstr("(--max_streams)"));
   }
