@@ -7,17 +7,16 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/timing.h"
 #include "client/client.h"
 #include "client/local_worker.h"
+#include "common/at_once.h"
 #include "common/shape.h"
 
 namespace distopt {
@@ -31,12 +30,7 @@ inline constexpr int kWarmup = 2;
 
 // Runs call(rank) on both ranks at once; false if any failed.
 inline bool OnEveryRank(const std::function<absl::Status(int)>& call) {
-  std::vector<absl::Status> results(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] { results[r] = call(r); });
-  }
-  for (std::thread& thread : threads) thread.join();
+  const std::vector<absl::Status> results = AtOnce(kWorld, call);
   for (int r = 0; r < kWorld; ++r) {
     if (!results[r].ok()) {
       std::printf("rank %d: %s\n", r, results[r].ToString().c_str());
@@ -137,9 +131,8 @@ inline bool StartRanks(Client& client, Ranks& ranks,
   });
   if (!created) return false;
   for (const auto& daemon : ranks.daemons) {
-    // The peak so far (making the parameters) is not the step's: the
-    // kernel resets VmHWM to the present RSS on "5" in clear_refs.
-    std::ofstream(absl::StrCat("/proc/", daemon->pid(), "/clear_refs")) << "5";
+    // The peak so far (making the parameters) is not the step's.
+    daemon->ResetPeakMemory();
     ranks.parameters_rss_kb.push_back(daemon->ProcStatus("VmRSS"));
   }
   return PushGradients(client, ranks);

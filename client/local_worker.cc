@@ -229,6 +229,15 @@ int64_t LocalWorker::ProcStatus(absl::string_view field) const {
   return -1;
 }
 
+bool LocalWorker::ResetPeakMemory() const {
+  if (exited_) return false;
+  // "5" in clear_refs: the kernel sets VmHWM to the present RSS.
+  std::ofstream clear_refs(absl::StrCat("/proc/", pid_, "/clear_refs"));
+  clear_refs << "5";
+  clear_refs.flush();
+  return clear_refs.good();
+}
+
 LocalWorker::~LocalWorker() {
   if (!exited_) Stop().IgnoreError();
   RemoveTempDir(temp_dir_);

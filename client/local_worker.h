@@ -49,6 +49,9 @@ class LocalWorker {
   // A field of /proc/<pid>/status as a number ("VmRSS", "VmHWM" in kB;
   // "Threads"); -1 if unknown.
   int64_t ProcStatus(absl::string_view field) const;
+  // Resets the daemon's peak RSS (VmHWM) to its present RSS, so that a
+  // later VmHWM is the peak of what ran since; false if the kernel refused.
+  bool ResetPeakMemory() const;
 
   // Sends `signal_number` to the daemon.
   void Signal(int signal_number);

@@ -2,18 +2,47 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace distopt {
 namespace {
 
 constexpr size_t kAlignment = 64;
-// Large blocks are rounded to 2 MiB, the huge page size, so that same-sized
-// tensors share cache entries and the kernel may back them with huge pages.
-constexpr size_t kLargeRounding = size_t{2} << 20;
+constexpr size_t kPageBytes = size_t{4} << 10;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 size_t RoundUp(size_t bytes, size_t multiple) {
   return (bytes + multiple - 1) / multiple * multiple;
+}
+
+// `size` bytes (a multiple of the page) of fresh memory. Blocks of a huge
+// page or more start on a huge page boundary and ask for huge pages (a
+// fault per 2 MiB instead of per 4 KiB); the block stays `size` bytes, so
+// a huge page never backs memory past its end: a 1 MiB tensor costs 1 MiB
+// of RSS, not 2.
+void* MapBlock(size_t size) {
+  if (size < kHugePageBytes) {
+    void* pointer = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return pointer == MAP_FAILED ? nullptr : pointer;
+  }
+  // Map a huge page more than needed, then unmap the unaligned head and
+  // the tail past the block.
+  const size_t mapped = size + kHugePageBytes - kPageBytes;
+  void* pointer = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pointer == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(pointer);
+  const uintptr_t aligned = RoundUp(start, kHugePageBytes);
+  if (aligned > start) munmap(pointer, aligned - start);
+  const uintptr_t end = start + mapped;
+  if (end > aligned + size) {
+    munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
+  }
+  void* block = reinterpret_cast<void*>(aligned);
+  madvise(block, size, MADV_HUGEPAGE);  // A hint; fine if refused.
+  return block;
 }
 
 }  // namespace
@@ -28,7 +57,7 @@ void* HostBlockCache::Allocate(size_t bytes) {
     return std::aligned_alloc(kAlignment,
                               RoundUp(bytes == 0 ? 1 : bytes, kAlignment));
   }
-  const size_t size = RoundUp(bytes, kLargeRounding);
+  const size_t size = RoundUp(bytes, kPageBytes);
   {
     absl::MutexLock lock(&mutex_);
     auto it = free_.find(size);
@@ -40,10 +69,8 @@ void* HostBlockCache::Allocate(size_t bytes) {
       return pointer;
     }
   }
-  void* pointer = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (pointer == MAP_FAILED) return nullptr;
-  madvise(pointer, size, MADV_HUGEPAGE);  // A hint; fine if refused.
+  void* pointer = MapBlock(size);
+  if (pointer == nullptr) return nullptr;
   absl::MutexLock lock(&mutex_);
   live_[pointer] = size;
   return pointer;

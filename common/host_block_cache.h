@@ -4,8 +4,8 @@
 // touch, which costs more than the copy that fills it. Parameter writes swap
 // a staging block for the old values, and optimizer steps allocate the same
 // sizes again and again, so the CPU backend keeps freed large blocks (up to
-// a byte limit) and hands them out again to allocations of the same rounded
-// size. Small blocks go straight to malloc. Thread-safe.
+// a byte limit) and hands them out again to allocations of the same size
+// in pages. Small blocks go straight to malloc. Thread-safe.
 #ifndef DISTOPT_COMMON_HOST_BLOCK_CACHE_H_
 #define DISTOPT_COMMON_HOST_BLOCK_CACHE_H_
 
