@@ -4,9 +4,11 @@
 # and does not touch the network. Run as root (or with sudo) on Debian 12.
 #
 #   tools/install_deps.sh               build, tests, demo, benchmarks
-#   tools/install_deps.sh --with-torch  also Debian's PyTorch, the reference
-#                                       for tools/golden/ and the peer that
-#                                       bench/ compares against
+#
+# Debian's PyTorch is always installed: the Python package's tests run
+# against it, tools/golden/ draws reference values from it and bench/
+# compares against it. (--with-torch, which used to add it, is accepted and
+# changes nothing.)
 set -euo pipefail
 
 packages=(
@@ -26,10 +28,13 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   openssl                # tests/tls_test.cc makes its certificates with it
+  # The Python package (python/) and its tests
+  python3-dev
+  pybind11-dev
+  python3-numpy
+  python3-pytest
+  python3-torch
 )
-if [ "${1:-}" = "--with-torch" ]; then
-  packages+=(python3-torch)
-fi
 
 missing=()
 for package in "${packages[@]}"; do

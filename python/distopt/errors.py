@@ -1,0 +1,47 @@
+"""The one exception type of distopt's calls."""
+
+import re
+from typing import List, Optional
+
+# gRPC status codes by number (absl::StatusCode uses the same numbers).
+_CODE_NAMES = {
+    0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 6: "ALREADY_EXISTS",
+    7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION",
+    10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL",
+    14: "UNAVAILABLE", 15: "DATA_LOSS", 16: "UNAUTHENTICATED",
+}
+
+_WORKER = re.compile(r"worker ([^\s:]+:\d+):")
+_APPLIED = re.compile(r"Applied on: (.*?)\.?$")
+
+
+class Error(RuntimeError):
+    """A call to a distopt worker failed.
+
+    Attributes:
+      code: the gRPC status code's name ("NOT_FOUND", "UNAVAILABLE", ...).
+      code_value: its number.
+      worker: the first worker the message names ("host:port"), or None.
+      workers: every worker the message names, in order.
+      applied: for a DistributedOptimizer step that failed on some workers,
+        the workers that did apply it (an empty list when none did); None for
+        other calls.
+      message: the message, which names the worker and the call.
+    """
+
+    def __init__(self, code_value: int, message: str):
+        self.code_value = code_value
+        self.code = _CODE_NAMES.get(code_value, str(code_value))
+        self.message = message
+        self.workers: List[str] = _WORKER.findall(message)
+        self.worker: Optional[str] = self.workers[0] if self.workers else None
+        self.applied: Optional[List[str]] = None
+        applied = _APPLIED.search(message)
+        if applied is not None:
+            named = applied.group(1)
+            self.applied = [] if named == "none" else named.split(", ")
+        super().__init__(f"{self.code}: {message}")
+
+    def __reduce__(self):
+        return (Error, (self.code_value, self.message))

@@ -1,0 +1,249 @@
+// distopt._distopt.Client: the client library's Client, parameters and
+// distributed autograd calls. Every call that talks to a worker releases
+// the GIL while it waits.
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/initializers.h"
+#include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
+#include "python/src/bindings.h"
+#include "python/src/proto_json.h"
+#include "python/src/status.h"
+#include "python/src/tensors.h"
+
+namespace distopt {
+namespace python {
+namespace py = pybind11;
+
+namespace {
+
+// A buffer and the name of its dtype, as the Python layer passes tensors.
+using TensorArg = std::pair<py::buffer, std::string>;
+
+std::vector<Tensor> BorrowAll(const std::vector<TensorArg>& args,
+                              const std::string& argument) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    tensors.push_back(BorrowBuffer(args[i].first, args[i].second,
+                                   argument + "[" + std::to_string(i) + "]"));
+  }
+  return tensors;
+}
+
+py::dict InfoDict(const ParameterInfo& info) {
+  py::dict dict;
+  dict["id"] = info.id;
+  dict["name"] = info.name;
+  dict["dtype"] = std::string(DTypeName(info.dtype));
+  dict["shape"] = py::tuple(py::cast(info.shape));
+  dict["device"] = info.device.ToString();
+  dict["version"] = info.version;
+  return dict;
+}
+
+// ("zeros",), ("constant", value), ("uniform", low, high, seed) or
+// ("normal", mean, std, seed).
+v1::Initializer ToInitializer(const py::tuple& spec) {
+  const std::string kind = spec.empty() ? "" : std::string(py::str(spec[0]));
+  if (kind == "zeros" && spec.size() == 1) return init::Zeros();
+  if (kind == "constant" && spec.size() == 2) {
+    return init::Constant(spec[1].cast<double>());
+  }
+  if (kind == "uniform" && spec.size() == 4) {
+    return init::Uniform(spec[1].cast<double>(), spec[2].cast<double>(),
+                         spec[3].cast<uint64_t>());
+  }
+  if (kind == "normal" && spec.size() == 4) {
+    return init::Normal(spec[1].cast<double>(), spec[2].cast<double>(),
+                        spec[3].cast<uint64_t>());
+  }
+  throw py::value_error(
+      "init: " + std::string(py::repr(spec)) +
+      "; expected ('zeros',), ('constant', v), ('uniform', low, high, seed) "
+      "or ('normal', mean, std, seed)");
+}
+
+RemoteParameter Ref(const std::string& worker, uint64_t id) {
+  return RemoteParameter{worker, id};
+}
+
+}  // namespace
+
+void BindClient(py::module_& m) {
+  py::class_<Client>(m, "Client")
+      .def(py::init([](double rpc_timeout_s, std::string tls_root_certs,
+                       std::string tls_client_cert, std::string tls_client_key,
+                       std::string auth_token, int64_t chunk_bytes) {
+             ClientOptions options;
+             if (!(rpc_timeout_s > 0)) {
+               throw py::value_error(
+                   "rpc_timeout: " + std::to_string(rpc_timeout_s) +
+                   "; expected seconds > 0");
+             }
+             options.rpc_timeout = absl::Seconds(rpc_timeout_s);
+             options.tls_root_certs = std::move(tls_root_certs);
+             options.tls_client_cert = std::move(tls_client_cert);
+             options.tls_client_key = std::move(tls_client_key);
+             options.auth_token = std::move(auth_token);
+             if (chunk_bytes > 0) options.chunk_bytes = chunk_bytes;
+             return std::make_unique<Client>(std::move(options));
+           }),
+           py::arg("rpc_timeout") = 30.0, py::arg("tls_root_certs") = "",
+           py::arg("tls_client_cert") = "", py::arg("tls_client_key") = "",
+           py::arg("auth_token") = "", py::arg("chunk_bytes") = 0)
+      // --- Parameters.
+      .def("create_parameter",
+           [](Client& client, const std::string& worker,
+              const std::string& name, const std::string& dtype,
+              const std::vector<int64_t>& shape, const py::tuple& init) {
+             const DType type = DTypeFromName(dtype, "dtype");
+             const v1::Initializer initializer = ToInitializer(init);
+             py::gil_scoped_release release;
+             return ValueOrThrow(client.CreateParameter(worker, name, type,
+                                                        shape, initializer))
+                 .id;
+           })
+      .def(
+          "create_parameter_from",
+          [](Client& client, const std::string& worker, const std::string& name,
+             const py::buffer& values, const std::string& dtype) {
+            const Tensor tensor = BorrowBuffer(values, dtype, "values");
+            py::gil_scoped_release release;
+            return ValueOrThrow(
+                       client.CreateParameterFrom(worker, name, tensor))
+                .id;
+          })
+      .def("get_parameter",
+           [](Client& client, const std::string& worker, uint64_t id) {
+             ParameterInfo info;
+             {
+               py::gil_scoped_release release;
+               info = ValueOrThrow(client.GetParameter(Ref(worker, id)));
+             }
+             return InfoDict(info);
+           })
+      .def("find_parameter",
+           [](Client& client, const std::string& worker,
+              const std::string& name) {
+             py::gil_scoped_release release;
+             return ValueOrThrow(client.FindParameter(worker, name)).id;
+           })
+      .def("read_parameter",
+           [](Client& client, const std::string& worker, uint64_t id) {
+             Tensor values;
+             {
+               py::gil_scoped_release release;
+               values = ValueOrThrow(client.ReadParameter(Ref(worker, id)));
+             }
+             return ToArray(std::move(values));
+           })
+      .def("write_parameter",
+           [](Client& client, const std::string& worker, uint64_t id,
+              const py::buffer& values, const std::string& dtype) {
+             const Tensor tensor = BorrowBuffer(values, dtype, "values");
+             py::gil_scoped_release release;
+             return ValueOrThrow(client.WriteParameter(Ref(worker, id), tensor))
+                 .version;
+           })
+      .def("delete_parameter",
+           [](Client& client, const std::string& worker, uint64_t id) {
+             py::gil_scoped_release release;
+             ValueOrThrow(client.DeleteParameter(Ref(worker, id)));
+           })
+      // JSON of each distopt.v1.OptimizerKindInfo the worker runs.
+      .def("list_optimizer_kinds",
+           [](Client& client, const std::string& worker) {
+             std::vector<v1::OptimizerKindInfo> kinds;
+             {
+               py::gil_scoped_release release;
+               kinds = ValueOrThrow(client.ListOptimizerKinds(worker));
+             }
+             std::vector<std::string> json;
+             for (const auto& kind : kinds) json.push_back(ToJson(kind));
+             return json;
+           })
+      // --- Distributed autograd.
+      .def("new_context_id", &Client::NewContextId)
+      .def("owns_context", &Client::OwnsContext)
+      .def("release_context",
+           [](Client& client, const std::string& worker, uint64_t context_id) {
+             py::gil_scoped_release release;
+             return ValueOrThrow(client.ReleaseContext(worker, context_id));
+           })
+      .def("forget_context", &Client::ForgetContext)
+      .def("forward",
+           [](Client& client, const std::string& worker, uint64_t context_id,
+              const std::string& op, const std::vector<uint64_t>& parameter_ids,
+              const std::vector<TensorArg>& inputs) {
+             const std::vector<Tensor> tensors = BorrowAll(inputs, "inputs");
+             Client::ForwardResult result;
+             {
+               py::gil_scoped_release release;
+               result = ValueOrThrow(client.Forward(worker, context_id, op,
+                                                    parameter_ids, tensors));
+             }
+             py::list outputs;
+             for (Tensor& output : result.outputs) {
+               outputs.append(ToArray(std::move(output)));
+             }
+             return py::make_tuple(result.forward_id, outputs);
+           })
+      .def("backward",
+           [](Client& client, const std::string& worker, uint64_t context_id,
+              uint64_t forward_id,
+              const std::vector<TensorArg>& output_gradients) {
+             const std::vector<Tensor> tensors =
+                 BorrowAll(output_gradients, "output_gradients");
+             std::vector<std::optional<Tensor>> gradients;
+             {
+               py::gil_scoped_release release;
+               gradients = ValueOrThrow(
+                   client.Backward(worker, context_id, forward_id, tensors));
+             }
+             py::list result;
+             for (std::optional<Tensor>& gradient : gradients) {
+               if (gradient.has_value()) {
+                 result.append(ToArray(*std::move(gradient)));
+               } else {
+                 result.append(py::none());
+               }
+             }
+             return result;
+           })
+      .def("accumulate_gradients",
+           [](Client& client, const std::string& worker, uint64_t context_id,
+              const std::vector<std::pair<uint64_t, TensorArg>>& gradients) {
+             std::vector<std::pair<uint64_t, Tensor>> tensors;
+             for (const auto& [id, arg] : gradients) {
+               tensors.emplace_back(
+                   id, BorrowBuffer(arg.first, arg.second,
+                                    "gradients[" + std::to_string(id) + "]"));
+             }
+             py::gil_scoped_release release;
+             ThrowIfError(
+                 client.AccumulateGradients(worker, context_id, tensors));
+           })
+      .def("get_gradients", [](Client& client, const std::string& worker,
+                               uint64_t context_id) {
+        std::map<uint64_t, Tensor> gradients;
+        {
+          py::gil_scoped_release release;
+          gradients = ValueOrThrow(client.GetGradients(worker, context_id));
+        }
+        py::dict result;
+        for (auto& [id, gradient] : gradients) {
+          result[py::int_(id)] = ToArray(std::move(gradient));
+        }
+        return result;
+      });
+}
+
+}  // namespace python
+}  // namespace distopt

@@ -1,0 +1,62 @@
+#include "python/src/tensors.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distopt {
+namespace python {
+namespace py = pybind11;
+
+DType DTypeFromName(const std::string& name, const std::string& argument) {
+  for (DType dtype :
+       {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64}) {
+    if (name == DTypeName(dtype)) return dtype;
+  }
+  throw py::value_error(
+      absl::StrCat(argument, ": dtype ", name,
+                   "; expected float32, float16, bfloat16 or int64"));
+}
+
+Tensor BorrowBuffer(const py::buffer& buffer, const std::string& dtype_name,
+                    const std::string& argument) {
+  const DType dtype = DTypeFromName(dtype_name, argument);
+  py::buffer_info info = buffer.request();
+  if (static_cast<size_t>(info.itemsize) != ElementSize(dtype)) {
+    throw py::value_error(absl::StrCat(
+        argument, ": elements of ", info.itemsize, " bytes; expected ",
+        ElementSize(dtype), " for ", dtype_name));
+  }
+  Shape shape(info.shape.begin(), info.shape.end());
+  // C order: each stride is the product of the sizes after it.
+  int64_t expected = info.itemsize;
+  for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error(absl::StrCat(
+          argument, ": strides [", absl::StrJoin(info.strides, ", "),
+          "] are not C-contiguous; expected a contiguous tensor "
+          "(call .contiguous())"));
+    }
+    expected *= info.shape[d];
+  }
+  return Tensor::Borrow(info.ptr, dtype, std::move(shape), Device::Cpu());
+}
+
+py::tuple ToArray(Tensor tensor) {
+  const DType dtype = tensor.dtype();
+  std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
+  py::dtype numpy_dtype = dtype == DType::kFloat32   ? py::dtype("float32")
+                          : dtype == DType::kFloat16 ? py::dtype("float16")
+                          : dtype == DType::kInt64   ? py::dtype("int64")
+                                                     : py::dtype("int16");
+  auto* owned = new Tensor(std::move(tensor));
+  py::capsule owner(
+      owned, [](void* pointer) { delete static_cast<Tensor*>(pointer); });
+  py::array array(numpy_dtype, shape, owned->data(), owner);
+  return py::make_tuple(std::move(array), std::string(DTypeName(dtype)));
+}
+
+}  // namespace python
+}  // namespace distopt

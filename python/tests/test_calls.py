@@ -1,0 +1,156 @@
+"""Remote parameters as torch tensors, errors, and threads: what a trainer
+meets through the Python package against real workers."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import distopt
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16,
+                                   torch.bfloat16, torch.int64])
+def test_parameters_round_trip_in_every_dtype(workers, client, dtype):
+    values = (torch.arange(24) - 7).reshape(2, 3, 4).to(dtype)
+    parameter = client.create_parameter(workers[0], f"p_{dtype}", values)
+    assert parameter.owner() == workers[0]
+    assert parameter.dtype == dtype and parameter.shape == (2, 3, 4)
+    assert torch.equal(parameter.to_here(), values)
+    parameter.copy_(values * 2)
+    assert torch.equal(parameter.to_tensor(), values * 2)
+
+
+def test_numpy_arrays_and_non_contiguous_tensors(workers, client):
+    array = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    parameter = client.create_parameter(workers[0], "from_numpy", array)
+    assert np.array_equal(parameter.to_tensor().numpy(), array)
+    transposed = torch.arange(12, dtype=torch.float32).reshape(4, 3).t()
+    parameter.copy_(transposed)  # Made contiguous on the way.
+    assert torch.equal(parameter.to_tensor(), transposed)
+
+
+def test_wrong_dtype_shape_device_and_type_name_the_argument(workers,
+                                                             client):
+    parameter = client.create_parameter(workers[0], "w", torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"values: dtype float16; expected "
+                       r"float32"):
+        parameter.copy_(torch.zeros(2, 3, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"values: shape \[3, 2\]; expected "
+                       r"\[2, 3\]"):
+        parameter.copy_(torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="expected a CPU tensor"):
+        parameter.copy_(torch.zeros(2, 3, device="meta"))
+    with pytest.raises(TypeError, match="values: list; expected a "
+                       "torch.Tensor"):
+        parameter.copy_([[0.0] * 3] * 2)
+    with pytest.raises(ValueError, match="values: dtype torch.int32; expected"):
+        client.create_parameter(workers[0], "i32",
+                                torch.zeros(2, dtype=torch.int32))
+    assert torch.equal(parameter.to_tensor(), torch.zeros(2, 3))
+
+
+def test_errors_carry_code_worker_and_message(workers, client):
+    fc = distopt.nn.RemoteLinear(4, 2, workers[0], client=client)
+    optimizer = distopt.optim.DistributedOptimizer("sgd",
+                                                   fc.remote_parameters(),
+                                                   lr=0.1)
+    with pytest.raises(distopt.Error) as unknown:
+        optimizer.step(123456789)
+    assert unknown.value.code == "NOT_FOUND"
+    assert "context_id: 123456789" in str(unknown.value)
+    with pytest.raises(distopt.Error) as missing:
+        client.find_parameter(workers[1], "no such parameter")
+    assert missing.value.code == "NOT_FOUND"
+    assert missing.value.worker == workers[1]
+    with pytest.raises(ValueError, match="hyperparameter 'momentun'"):
+        distopt.optim.DistributedOptimizer("sgd", fc.remote_parameters(),
+                                           momentun=0.9)
+    with pytest.raises(distopt.Error, match="lr") as nan:
+        distopt.optim.DistributedOptimizer("sgd", fc.remote_parameters(),
+                                           lr=float("nan"))
+    assert nan.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_killed_worker_is_named_within_the_deadline(worker_factory):
+    client = distopt.Client(rpc_timeout=5.0)
+    a, b = worker_factory(), worker_factory()
+    fc1 = distopt.nn.RemoteLinear(4, 8, a.address, client=client)
+    fc2 = distopt.nn.RemoteLinear(8, 2, b.address, client=client)
+    optimizer = distopt.optim.DistributedOptimizer(
+        torch.optim.SGD, fc1.remote_parameters() + fc2.remote_parameters(),
+        lr=0.1)
+    with distopt.autograd.context(client) as context_id:
+        fc2(torch.relu(fc1(torch.randn(3, 4)))).sum().backward()
+        b.kill()
+        started = time.monotonic()
+        with pytest.raises(distopt.Error) as failed:
+            optimizer.step(context_id)
+        assert time.monotonic() - started < 5.0 + 2.0
+    assert failed.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+    assert b.address in failed.value.workers
+    assert failed.value.applied == [a.address]
+
+
+def test_a_retried_step_is_applied_once(workers, client):
+    fc = distopt.nn.RemoteLinear(4, 2, workers[0])
+    optimizer = distopt.optim.DistributedOptimizer(
+        torch.optim.SGD, fc.remote_parameters(), lr=0.5)
+    with distopt.autograd.context() as context_id:
+        fc(torch.ones(1, 4)).sum().backward()
+        optimizer.step(context_id)
+        once = fc.weight_ref.to_tensor()
+        optimizer.step(context_id)  # As a retry after a lost reply.
+        assert torch.equal(fc.weight_ref.to_tensor(), once)
+
+
+def test_threads_step_concurrently_without_the_gil(workers, client):
+    """4 threads, each with its own contexts, step one optimizer: the final
+    parameter is the sum of every update, and the calls overlapped."""
+    parameter = client.create_parameter(workers[0], "shared",
+                                        torch.zeros(1000))
+    optimizer = distopt.optim.DistributedOptimizer(
+        torch.optim.SGD, [parameter], lr=1.0)
+    threads, steps = 4, 25
+    intervals = []
+    lock = threading.Lock()
+
+    def train(thread):
+        for _ in range(steps):
+            with distopt.autograd.context() as context_id:
+                distopt.autograd.accumulate_gradients(
+                    context_id, {parameter: torch.full((1000,), -1.0)})
+                started = time.monotonic()
+                optimizer.step(context_id)
+                with lock:
+                    intervals.append((started, time.monotonic()))
+
+    runners = [threading.Thread(target=train, args=(t,))
+               for t in range(threads)]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
+    assert torch.equal(parameter.to_tensor(),
+                       torch.full((1000,), float(threads * steps)))
+    intervals.sort()
+    overlapping = sum(1 for (s0, e0), (s1, _) in zip(intervals, intervals[1:])
+                      if s1 < e0)
+    assert overlapping > 0, "no two steps were in flight at once"
+
+
+def test_get_gradients_and_inference_outside_a_context(workers, client):
+    fc = distopt.nn.RemoteLinear(3, 2, workers[0])
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        y = fc(x)  # A context just for the forward.
+    expected = x @ fc.weight_ref.to_tensor().t() + fc.bias_ref.to_tensor()
+    torch.testing.assert_close(y, expected)
+    with pytest.raises(RuntimeError, match="outside a distopt.autograd"):
+        fc(x.requires_grad_())
+    with distopt.autograd.context() as context_id:
+        fc(x).sum().backward()
+        gradients = distopt.autograd.get_gradients(context_id)
+    torch.testing.assert_close(gradients[fc.bias_ref], torch.full((2,), 4.0))
