@@ -146,10 +146,12 @@ class RemoteParameter:
 
     @property
     def shape(self) -> torch.Size:
+        """The parameter's shape (asked of its worker)."""
         return torch.Size(self.info()["shape"])
 
     @property
     def dtype(self) -> torch.dtype:
+        """The parameter's torch dtype (asked of its worker)."""
         return torch_dtype(self.info()["dtype"])
 
     def __eq__(self, other: object) -> bool:

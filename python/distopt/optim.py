@@ -106,6 +106,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Nothing to do: gradients live in contexts, released with them."""
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """Not supported: torch's DistributedOptimizer has one group too."""
         raise NotImplementedError(
             "DistributedOptimizer has one parameter group, as torch's")
 
@@ -126,6 +127,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         }
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Loads what state_dict() returned into every owner's optimizer (all
+        or nothing per owner) and restores the hyperparameters."""
         if state_dict.get("kind") != self.kind:
             raise ValueError(f"state_dict['kind']: {state_dict.get('kind')!r};"
                              f" expected {self.kind!r}")

@@ -99,6 +99,8 @@ class ZeroRedundancyOptimizer:
         return self._impl.join(wait)
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """Adds a group ({"params": [names], **hyperparameters}) on every
+        rank, as torch's add_param_group."""
         self.info = json.loads(self._impl.add_param_group(
             json.dumps(_group_json(param_group))))
 
@@ -165,9 +167,12 @@ class PostLocalSGDOptimizer:
         return self._impl.step(context_id)
 
     def set_hyperparameters(self, group: int, **changes: Any) -> None:
+        """Changes group `group`'s hyperparameters on every rank."""
         self.info = json.loads(self._impl.set_hyperparameters(group, changes))
 
     def state_dict(self) -> bytes:
+        """The rank's state (distopt.v1.PostLocalSgdStateDict, serialized):
+        the optimizer's and the averager's step."""
         return self._impl.state_dict()
 
     def load_state_dict(self, state_dict: bytes) -> List[str]:
@@ -175,5 +180,6 @@ class PostLocalSGDOptimizer:
         return self._impl.load_state_dict(state_dict)
 
     def get(self) -> Dict[str, Any]:
+        """The rank's PostLocalSgdInfo."""
         self.info = json.loads(self._impl.info())
         return self.info

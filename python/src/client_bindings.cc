@@ -1,6 +1,6 @@
 // distopt._distopt.Client: the client library's Client, parameters and
 // distributed autograd calls. Every call that talks to a worker releases
-// the GIL while it waits.
+// the GIL while it waits, and Ctrl-C interrupts it (interruptible.h).
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +13,7 @@
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "python/src/bindings.h"
+#include "python/src/interruptible.h"
 #include "python/src/proto_json.h"
 #include "python/src/status.h"
 #include "python/src/tensors.h"
@@ -74,6 +75,16 @@ RemoteParameter Ref(const std::string& worker, uint64_t id) {
   return RemoteParameter{worker, id};
 }
 
+// call(client) on the Client `self` wraps, interruptibly; `self` and
+// `borrowed` (the buffers the call reads) stay alive while it runs.
+template <typename Call>
+auto OnClient(const py::object& self, Call call,
+              py::object borrowed = py::none()) {
+  Client* client = self.cast<Client*>();
+  return Blocking([client, call] { return call(*client); },
+                  py::make_tuple(self, std::move(borrowed)));
+}
+
 }  // namespace
 
 void BindClient(py::module_& m) {
@@ -100,95 +111,105 @@ void BindClient(py::module_& m) {
            py::arg("auth_token") = "", py::arg("chunk_bytes") = 0)
       // --- Parameters.
       .def("create_parameter",
-           [](Client& client, const std::string& worker,
-              const std::string& name, const std::string& dtype,
-              const std::vector<int64_t>& shape, const py::tuple& init) {
+           [](py::object self, std::string worker, std::string name,
+              const std::string& dtype, Shape shape, const py::tuple& init) {
              const DType type = DTypeFromName(dtype, "dtype");
              const v1::Initializer initializer = ToInitializer(init);
-             py::gil_scoped_release release;
-             return ValueOrThrow(client.CreateParameter(worker, name, type,
-                                                        shape, initializer))
+             return ValueOrThrow(OnClient(self,
+                                          [=](Client& client) {
+                                            return client.CreateParameter(
+                                                worker, name, type, shape,
+                                                initializer);
+                                          }))
                  .id;
            })
-      .def(
-          "create_parameter_from",
-          [](Client& client, const std::string& worker, const std::string& name,
-             const py::buffer& values, const std::string& dtype) {
-            const Tensor tensor = BorrowBuffer(values, dtype, "values");
-            py::gil_scoped_release release;
-            return ValueOrThrow(
-                       client.CreateParameterFrom(worker, name, tensor))
-                .id;
-          })
-      .def("get_parameter",
-           [](Client& client, const std::string& worker, uint64_t id) {
-             ParameterInfo info;
-             {
-               py::gil_scoped_release release;
-               info = ValueOrThrow(client.GetParameter(Ref(worker, id)));
-             }
-             return InfoDict(info);
-           })
-      .def("find_parameter",
-           [](Client& client, const std::string& worker,
-              const std::string& name) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(client.FindParameter(worker, name)).id;
-           })
-      .def("read_parameter",
-           [](Client& client, const std::string& worker, uint64_t id) {
-             Tensor values;
-             {
-               py::gil_scoped_release release;
-               values = ValueOrThrow(client.ReadParameter(Ref(worker, id)));
-             }
-             return ToArray(std::move(values));
-           })
-      .def("write_parameter",
-           [](Client& client, const std::string& worker, uint64_t id,
+      .def("create_parameter_from",
+           [](py::object self, std::string worker, std::string name,
               const py::buffer& values, const std::string& dtype) {
              const Tensor tensor = BorrowBuffer(values, dtype, "values");
-             py::gil_scoped_release release;
-             return ValueOrThrow(client.WriteParameter(Ref(worker, id), tensor))
+             return ValueOrThrow(OnClient(
+                                     self,
+                                     [=](Client& client) {
+                                       return client.CreateParameterFrom(
+                                           worker, name, tensor);
+                                     },
+                                     values))
+                 .id;
+           })
+      .def("get_parameter",
+           [](py::object self, std::string worker, uint64_t id) {
+             return InfoDict(ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.GetParameter(Ref(worker, id));
+             })));
+           })
+      .def("find_parameter",
+           [](py::object self, std::string worker, std::string name) {
+             return ValueOrThrow(OnClient(self,
+                                          [=](Client& client) {
+                                            return client.FindParameter(worker,
+                                                                        name);
+                                          }))
+                 .id;
+           })
+      .def("read_parameter",
+           [](py::object self, std::string worker, uint64_t id) {
+             return ToArray(ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.ReadParameter(Ref(worker, id));
+             })));
+           })
+      .def("write_parameter",
+           [](py::object self, std::string worker, uint64_t id,
+              const py::buffer& values, const std::string& dtype) {
+             const Tensor tensor = BorrowBuffer(values, dtype, "values");
+             return ValueOrThrow(OnClient(
+                                     self,
+                                     [=](Client& client) {
+                                       return client.WriteParameter(
+                                           Ref(worker, id), tensor);
+                                     },
+                                     values))
                  .version;
            })
       .def("delete_parameter",
-           [](Client& client, const std::string& worker, uint64_t id) {
-             py::gil_scoped_release release;
-             ValueOrThrow(client.DeleteParameter(Ref(worker, id)));
+           [](py::object self, std::string worker, uint64_t id) {
+             ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.DeleteParameter(Ref(worker, id));
+             }));
            })
       // JSON of each distopt.v1.OptimizerKindInfo the worker runs.
       .def("list_optimizer_kinds",
-           [](Client& client, const std::string& worker) {
-             std::vector<v1::OptimizerKindInfo> kinds;
-             {
-               py::gil_scoped_release release;
-               kinds = ValueOrThrow(client.ListOptimizerKinds(worker));
-             }
+           [](py::object self, std::string worker) {
              std::vector<std::string> json;
-             for (const auto& kind : kinds) json.push_back(ToJson(kind));
+             for (const auto& kind :
+                  ValueOrThrow(OnClient(self, [=](Client& client) {
+                    return client.ListOptimizerKinds(worker);
+                  }))) {
+               json.push_back(ToJson(kind));
+             }
              return json;
            })
       // --- Distributed autograd.
       .def("new_context_id", &Client::NewContextId)
       .def("owns_context", &Client::OwnsContext)
       .def("release_context",
-           [](Client& client, const std::string& worker, uint64_t context_id) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(client.ReleaseContext(worker, context_id));
+           [](py::object self, std::string worker, uint64_t context_id) {
+             return ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.ReleaseContext(worker, context_id);
+             }));
            })
       .def("forget_context", &Client::ForgetContext)
       .def("forward",
-           [](Client& client, const std::string& worker, uint64_t context_id,
-              const std::string& op, const std::vector<uint64_t>& parameter_ids,
+           [](py::object self, std::string worker, uint64_t context_id,
+              std::string op, std::vector<uint64_t> parameter_ids,
               const std::vector<TensorArg>& inputs) {
              const std::vector<Tensor> tensors = BorrowAll(inputs, "inputs");
-             Client::ForwardResult result;
-             {
-               py::gil_scoped_release release;
-               result = ValueOrThrow(client.Forward(worker, context_id, op,
-                                                    parameter_ids, tensors));
-             }
+             Client::ForwardResult result = ValueOrThrow(OnClient(
+                 self,
+                 [=](Client& client) {
+                   return client.Forward(worker, context_id, op, parameter_ids,
+                                         tensors);
+                 },
+                 py::cast(inputs)));
              py::list outputs;
              for (Tensor& output : result.outputs) {
                outputs.append(ToArray(std::move(output)));
@@ -196,17 +217,19 @@ void BindClient(py::module_& m) {
              return py::make_tuple(result.forward_id, outputs);
            })
       .def("backward",
-           [](Client& client, const std::string& worker, uint64_t context_id,
+           [](py::object self, std::string worker, uint64_t context_id,
               uint64_t forward_id,
               const std::vector<TensorArg>& output_gradients) {
              const std::vector<Tensor> tensors =
                  BorrowAll(output_gradients, "output_gradients");
-             std::vector<std::optional<Tensor>> gradients;
-             {
-               py::gil_scoped_release release;
-               gradients = ValueOrThrow(
-                   client.Backward(worker, context_id, forward_id, tensors));
-             }
+             std::vector<std::optional<Tensor>> gradients =
+                 ValueOrThrow(OnClient(
+                     self,
+                     [=](Client& client) {
+                       return client.Backward(worker, context_id, forward_id,
+                                              tensors);
+                     },
+                     py::cast(output_gradients)));
              py::list result;
              for (std::optional<Tensor>& gradient : gradients) {
                if (gradient.has_value()) {
@@ -218,7 +241,7 @@ void BindClient(py::module_& m) {
              return result;
            })
       .def("accumulate_gradients",
-           [](Client& client, const std::string& worker, uint64_t context_id,
+           [](py::object self, std::string worker, uint64_t context_id,
               const std::vector<std::pair<uint64_t, TensorArg>>& gradients) {
              std::vector<std::pair<uint64_t, Tensor>> tensors;
              for (const auto& [id, arg] : gradients) {
@@ -226,23 +249,26 @@ void BindClient(py::module_& m) {
                    id, BorrowBuffer(arg.first, arg.second,
                                     "gradients[" + std::to_string(id) + "]"));
              }
-             py::gil_scoped_release release;
-             ThrowIfError(
-                 client.AccumulateGradients(worker, context_id, tensors));
+             ThrowIfError(OnClient(
+                 self,
+                 [=](Client& client) {
+                   return client.AccumulateGradients(worker, context_id,
+                                                     tensors);
+                 },
+                 py::cast(gradients)));
            })
-      .def("get_gradients", [](Client& client, const std::string& worker,
-                               uint64_t context_id) {
-        std::map<uint64_t, Tensor> gradients;
-        {
-          py::gil_scoped_release release;
-          gradients = ValueOrThrow(client.GetGradients(worker, context_id));
-        }
-        py::dict result;
-        for (auto& [id, gradient] : gradients) {
-          result[py::int_(id)] = ToArray(std::move(gradient));
-        }
-        return result;
-      });
+      .def("get_gradients",
+           [](py::object self, std::string worker, uint64_t context_id) {
+             std::map<uint64_t, Tensor> gradients =
+                 ValueOrThrow(OnClient(self, [=](Client& client) {
+                   return client.GetGradients(worker, context_id);
+                 }));
+             py::dict result;
+             for (auto& [id, gradient] : gradients) {
+               result[py::int_(id)] = ToArray(std::move(gradient));
+             }
+             return result;
+           });
 }
 
 }  // namespace python

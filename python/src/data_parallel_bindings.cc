@@ -1,7 +1,8 @@
 // distopt._distopt.RemoteZero and RemoteLocalSgd: a rank's handles on its
 // daemon's data-parallel optimizers (client/data_parallel.h). Requests and
 // infos cross as JSON of their protocol buffer messages; state dicts as
-// serialized messages.
+// serialized messages. Every call may wait for the other ranks, so each is
+// interruptible (interruptible.h).
 #include <cstdint>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "pybind11/pybind11.h"
 #include "python/src/bindings.h"
 #include "python/src/hyperparameters.h"
+#include "python/src/interruptible.h"
 #include "python/src/proto_json.h"
 #include "python/src/status.h"
 
@@ -17,17 +19,6 @@ namespace python {
 namespace py = pybind11;
 
 namespace {
-
-// Runs `call` without the GIL and returns its message as JSON.
-template <typename Call>
-std::string JsonOf(Call call) {
-  std::string json;
-  {
-    py::gil_scoped_release release;
-    json = ToJson(ValueOrThrow(call()));
-  }
-  return json;
-}
 
 template <typename Message>
 Message Parse(const py::bytes& bytes, const char* argument) {
@@ -39,99 +30,138 @@ Message Parse(const py::bytes& bytes, const char* argument) {
   return message;
 }
 
+template <typename Message>
+Message ParsedJson(const std::string& json, const char* argument) {
+  Message message;
+  ParseJson(json, argument, &message);
+  return message;
+}
+
+// `call(handle)` on the handle `self` wraps, interruptibly; `self` (which
+// keeps the client alive) stays alive while the call runs.
+template <typename Handle, typename Call>
+auto OnHandle(const py::object& self, Call call) {
+  Handle* handle = self.cast<Handle*>();
+  return Blocking([handle, call] { return call(*handle); }, self);
+}
+
+// The same, for calls that return a message: its JSON.
+template <typename Handle, typename Call>
+std::string JsonOn(const py::object& self, Call call) {
+  return ToJson(ValueOrThrow(OnHandle<Handle>(self, call)));
+}
+
 }  // namespace
 
 void BindDataParallel(py::module_& m) {
   py::class_<RemoteZero>(m, "RemoteZero")
       .def(py::init<Client*, std::string>(), py::keep_alive<1, 2>())
       .def("create",
-           [](RemoteZero& zero, const std::string& request_json) {
-             v1::CreateZeroRequest request;
-             ParseJson(request_json, "request", &request);
-             return JsonOf([&] { return zero.Create(request); });
+           [](py::object self, const std::string& json) {
+             auto request = ParsedJson<v1::CreateZeroRequest>(json, "request");
+             return JsonOn<RemoteZero>(self, [request](RemoteZero& zero) {
+               return zero.Create(request);
+             });
            })
       .def("step",
-           [](RemoteZero& zero, uint64_t context_id) {
-             py::gil_scoped_release release;
-             ThrowIfError(zero.Step(context_id));
+           [](py::object self, uint64_t context_id) {
+             ThrowIfError(
+                 OnHandle<RemoteZero>(self, [context_id](RemoteZero& zero) {
+                   return zero.Step(context_id);
+                 }));
            })
       .def("join",
-           [](RemoteZero& zero, double wait_s) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(zero.Join(absl::Seconds(wait_s)));
+           [](py::object self, double wait_s) {
+             return ValueOrThrow(
+                 OnHandle<RemoteZero>(self, [wait_s](RemoteZero& zero) {
+                   return zero.Join(absl::Seconds(wait_s));
+                 }));
            })
       .def("add_param_group",
-           [](RemoteZero& zero, const std::string& group_json) {
-             v1::ZeroParamGroup group;
-             ParseJson(group_json, "param_group", &group);
-             return JsonOf([&] { return zero.AddParamGroup(group); });
+           [](py::object self, const std::string& json) {
+             auto group = ParsedJson<v1::ZeroParamGroup>(json, "param_group");
+             return JsonOn<RemoteZero>(self, [group](RemoteZero& zero) {
+               return zero.AddParamGroup(group);
+             });
            })
       .def("set_hyperparameters",
-           [](RemoteZero& zero, int group, const py::dict& changes) {
+           [](py::object self, int group, const py::dict& changes) {
              const HyperparameterMap map = ToHyperparameters(changes);
-             return JsonOf([&] { return zero.SetHyperparameters(group, map); });
+             return JsonOn<RemoteZero>(self, [group, map](RemoteZero& zero) {
+               return zero.SetHyperparameters(group, map);
+             });
            })
       .def("consolidate_state_dict",
-           [](RemoteZero& zero, int to) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(zero.ConsolidateStateDict(to));
+           [](py::object self, int to) {
+             return ValueOrThrow(
+                 OnHandle<RemoteZero>(self, [to](RemoteZero& zero) {
+                   return zero.ConsolidateStateDict(to);
+                 }));
            })
       .def("state_dict",
-           [](RemoteZero& zero) {
-             std::string bytes;
-             {
-               py::gil_scoped_release release;
-               bytes = ValueOrThrow(zero.GetStateDict()).SerializeAsString();
-             }
-             return py::bytes(bytes);
+           [](py::object self) {
+             return py::bytes(
+                 ValueOrThrow(OnHandle<RemoteZero>(self, [](RemoteZero& zero) {
+                   return zero.GetStateDict();
+                 })).SerializeAsString());
            })
       .def("load_state_dict",
-           [](RemoteZero& zero, const py::bytes& bytes) {
-             const auto dict = Parse<v1::ZeroStateDict>(bytes, "state_dict");
-             py::gil_scoped_release release;
-             ThrowIfError(zero.LoadStateDict(dict));
+           [](py::object self, const py::bytes& bytes) {
+             auto dict = Parse<v1::ZeroStateDict>(bytes, "state_dict");
+             ThrowIfError(OnHandle<RemoteZero>(self, [dict](RemoteZero& zero) {
+               return zero.LoadStateDict(dict);
+             }));
            })
-      .def("info",
-           [](RemoteZero& zero) { return JsonOf([&] { return zero.Get(); }); });
+      .def("info", [](py::object self) {
+        return JsonOn<RemoteZero>(self,
+                                  [](RemoteZero& zero) { return zero.Get(); });
+      });
 
   py::class_<RemoteLocalSgd>(m, "RemoteLocalSgd")
       .def(py::init<Client*, std::string>(), py::keep_alive<1, 2>())
       .def("create",
-           [](RemoteLocalSgd& local_sgd, const std::string& request_json) {
-             v1::CreatePostLocalSgdRequest request;
-             ParseJson(request_json, "request", &request);
-             return JsonOf([&] { return local_sgd.Create(request); });
+           [](py::object self, const std::string& json) {
+             auto request =
+                 ParsedJson<v1::CreatePostLocalSgdRequest>(json, "request");
+             return JsonOn<RemoteLocalSgd>(
+                 self, [request](RemoteLocalSgd& local_sgd) {
+                   return local_sgd.Create(request);
+                 });
            })
       .def("step",
-           [](RemoteLocalSgd& local_sgd, uint64_t context_id) {
-             py::gil_scoped_release release;
-             return ValueOrThrow(local_sgd.Step(context_id));
+           [](py::object self, uint64_t context_id) {
+             return ValueOrThrow(OnHandle<RemoteLocalSgd>(
+                 self, [context_id](RemoteLocalSgd& local_sgd) {
+                   return local_sgd.Step(context_id);
+                 }));
            })
       .def("set_hyperparameters",
-           [](RemoteLocalSgd& local_sgd, int group, const py::dict& changes) {
+           [](py::object self, int group, const py::dict& changes) {
              const HyperparameterMap map = ToHyperparameters(changes);
-             return JsonOf(
-                 [&] { return local_sgd.SetHyperparameters(group, map); });
+             return JsonOn<RemoteLocalSgd>(
+                 self, [group, map](RemoteLocalSgd& local_sgd) {
+                   return local_sgd.SetHyperparameters(group, map);
+                 });
            })
       .def("state_dict",
-           [](RemoteLocalSgd& local_sgd) {
-             std::string bytes;
-             {
-               py::gil_scoped_release release;
-               bytes =
-                   ValueOrThrow(local_sgd.GetStateDict()).SerializeAsString();
-             }
-             return py::bytes(bytes);
+           [](py::object self) {
+             return py::bytes(
+                 ValueOrThrow(OnHandle<RemoteLocalSgd>(self, [](RemoteLocalSgd&
+                                                                    local_sgd) {
+                   return local_sgd.GetStateDict();
+                 })).SerializeAsString());
            })
       .def("load_state_dict",
-           [](RemoteLocalSgd& local_sgd, const py::bytes& bytes) {
-             const auto dict =
-                 Parse<v1::PostLocalSgdStateDict>(bytes, "state_dict");
-             py::gil_scoped_release release;
-             return ValueOrThrow(local_sgd.LoadStateDict(dict));
+           [](py::object self, const py::bytes& bytes) {
+             auto dict = Parse<v1::PostLocalSgdStateDict>(bytes, "state_dict");
+             return ValueOrThrow(OnHandle<RemoteLocalSgd>(
+                 self, [dict](RemoteLocalSgd& local_sgd) {
+                   return local_sgd.LoadStateDict(dict);
+                 }));
            })
-      .def("info", [](RemoteLocalSgd& local_sgd) {
-        return JsonOf([&] { return local_sgd.Get(); });
+      .def("info", [](py::object self) {
+        return JsonOn<RemoteLocalSgd>(
+            self, [](RemoteLocalSgd& local_sgd) { return local_sgd.Get(); });
       });
 }
 

@@ -9,6 +9,7 @@
 #include "pybind11/stl.h"
 #include "python/src/bindings.h"
 #include "python/src/hyperparameters.h"
+#include "python/src/interruptible.h"
 #include "python/src/status.h"
 
 namespace distopt {
@@ -33,17 +34,23 @@ void BindOptimizers(py::module_& m) {
            }),
            // The optimizer's calls go through the client: keep it alive.
            py::keep_alive<1, 2>())
-      .def("step",
-           [](DistributedOptimizer& optimizer, uint64_t context_id) {
-             py::gil_scoped_release release;
-             ThrowIfError(optimizer.Step(context_id));
-           })
-      .def("set_hyperparameters",
-           [](DistributedOptimizer& optimizer, const py::dict& changes) {
-             const HyperparameterMap map = ToHyperparameters(changes);
-             py::gil_scoped_release release;
-             ThrowIfError(optimizer.SetHyperparameters(map));
-           })
+      .def(
+          "step",
+          [](py::object self, uint64_t context_id) {
+            auto* optimizer = self.cast<DistributedOptimizer*>();
+            ThrowIfError(Blocking(
+                [optimizer, context_id] { return optimizer->Step(context_id); },
+                self));
+          })
+      .def(
+          "set_hyperparameters",
+          [](py::object self, const py::dict& changes) {
+            auto* optimizer = self.cast<DistributedOptimizer*>();
+            const HyperparameterMap map = ToHyperparameters(changes);
+            ThrowIfError(Blocking(
+                [optimizer, map] { return optimizer->SetHyperparameters(map); },
+                self));
+          })
       .def("owners",
            [](const DistributedOptimizer& optimizer) {
              py::list owners;
@@ -55,31 +62,38 @@ void BindOptimizers(py::module_& m) {
            })
       // Each owner's state dict, serialized (distopt.v1.OptimizerStateDict).
       .def("state_dicts",
-           [](DistributedOptimizer& optimizer, Client* client) {
-             std::vector<std::string> serialized;
-             {
-               py::gil_scoped_release release;
-               for (const auto& owner : optimizer.owners()) {
-                 serialized.push_back(
-                     ValueOrThrow(
-                         client->GetStateDict(owner.worker, owner.optimizer_id))
-                         .SerializeAsString());
-               }
-             }
+           [](py::object self, py::object client_object) {
+             auto* optimizer = self.cast<DistributedOptimizer*>();
+             auto* client = client_object.cast<Client*>();
+             std::vector<std::string> serialized = ValueOrThrow(Blocking(
+                 [optimizer,
+                  client]() -> absl::StatusOr<std::vector<std::string>> {
+                   std::vector<std::string> dicts;
+                   for (const auto& owner : optimizer->owners()) {
+                     absl::StatusOr<v1::OptimizerStateDict> dict =
+                         client->GetStateDict(owner.worker, owner.optimizer_id);
+                     if (!dict.ok()) return dict.status();
+                     dicts.push_back(dict->SerializeAsString());
+                   }
+                   return dicts;
+                 },
+                 py::make_tuple(self, client_object)));
              py::list result;
              for (const std::string& bytes : serialized) {
                result.append(py::bytes(bytes));
              }
              return result;
            })
-      .def("load_state_dicts", [](DistributedOptimizer& optimizer,
-                                  Client* client,
+      // All or nothing per owner, owner by owner.
+      .def("load_state_dicts", [](py::object self, py::object client_object,
                                   const std::vector<std::string>& serialized) {
-        if (serialized.size() != optimizer.owners().size()) {
+        auto* optimizer = self.cast<DistributedOptimizer*>();
+        auto* client = client_object.cast<Client*>();
+        if (serialized.size() != optimizer->owners().size()) {
           throw py::value_error(
               "state_dict: " + std::to_string(serialized.size()) +
               " owners' states; expected " +
-              std::to_string(optimizer.owners().size()));
+              std::to_string(optimizer->owners().size()));
         }
         std::vector<v1::OptimizerStateDict> dicts(serialized.size());
         for (size_t i = 0; i < serialized.size(); ++i) {
@@ -88,12 +102,17 @@ void BindOptimizers(py::module_& m) {
                                   "'s state does not parse");
           }
         }
-        py::gil_scoped_release release;
-        for (size_t i = 0; i < dicts.size(); ++i) {
-          const auto& owner = optimizer.owners()[i];
-          ThrowIfError(client->LoadStateDict(owner.worker, owner.optimizer_id,
-                                             dicts[i]));
-        }
+        ThrowIfError(Blocking(
+            [optimizer, client, dicts]() -> absl::Status {
+              for (size_t i = 0; i < dicts.size(); ++i) {
+                const auto& owner = optimizer->owners()[i];
+                absl::Status loaded = client->LoadStateDict(
+                    owner.worker, owner.optimizer_id, dicts[i]);
+                if (!loaded.ok()) return loaded;
+              }
+              return absl::OkStatus();
+            },
+            py::make_tuple(self, client_object)));
       });
 }
 
