@@ -3,7 +3,9 @@
 // Exit codes: 0 after a graceful shutdown (SIGTERM or SIGINT), 2 for bad
 // flags, 3 when the device is unavailable, 4 when the address cannot be
 // bound, 5 when --checkpoint_dir holds a checkpoint that cannot be restored,
-// 6 when saving the checkpoint at shutdown failed.
+// 6 when saving the checkpoint at shutdown failed, 7 when calls still ran
+// 5 s after --shutdown_grace (the daemon exits without them, and without
+// saving a checkpoint).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -103,6 +106,10 @@ constexpr int kExitDeviceUnavailable = 3;
 constexpr int kExitCannotListen = 4;
 constexpr int kExitCheckpointUnreadable = 5;
 constexpr int kExitCheckpointNotSaved = 6;
+constexpr int kExitCallsOutlivedGrace = 7;
+// How long after the grace the calls cancelled at its end may take to
+// return before the daemon exits without them.
+constexpr absl::Duration kShutdownMargin = absl::Seconds(5);
 
 int Fail(int code, const absl::Status& status) {
   std::fprintf(stderr, "distopt_worker: %s\n",
@@ -266,7 +273,24 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "distopt_worker: %s received, finishing in-flight calls\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  // The grace is a promise: a call that outlives it (a step waiting in a
+  // collective for a rank that never comes, bounded only by the
+  // collective's timeout) does not hold the daemon. The parameters may be
+  // mid-step then, so no checkpoint is saved; the last good one stays.
+  std::thread watchdog(
+      [worker = worker->get(), grace = options.shutdown_grace] {
+        if (worker->CallsEndedWithin(grace + kShutdownMargin)) return;
+        std::fprintf(stderr,
+                     "distopt_worker: calls still running %s after "
+                     "--shutdown_grace=%s (a collective waiting for other "
+                     "ranks?); exiting without them, no checkpoint saved\n",
+                     absl::FormatDuration(kShutdownMargin).c_str(),
+                     absl::FormatDuration(grace).c_str());
+        std::fflush(stderr);
+        std::_Exit(kExitCallsOutlivedGrace);
+      });
   absl::Status saved = (*worker)->Shutdown();
+  watchdog.join();
   if (!saved.ok()) {
     return Fail(kExitCheckpointNotSaved,
                 absl::DataLossError(absl::StrCat(

@@ -210,5 +210,35 @@ TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   }
 }
 
+class ZeroShutdownTest : public ZeroServiceTest {
+ protected:
+  void SetUp() override {
+    extra_flags_ = {"--shutdown_grace=1s"};
+    StartRanks(2);
+  }
+};
+
+// A rank stopped while its step waits in a collective for a rank that never
+// steps exits soon after its grace (exit code 7: calls outlived it), not at
+// the collective's timeout.
+TEST_F(ZeroShutdownTest, AStepWaitingForAnotherRankDoesNotHoldTheShutdown) {
+  v1::CreateZeroRequest spec = SgdSpec(kLr);
+  spec.set_timeout_ms(120000);
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  const uint64_t context_id = PushGradients(0);
+  grpc::Status stepped;
+  std::thread step([&] { stepped = Step(0, context_id); });  // Rank 1: none.
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time stopping = absl::Now();
+  ranks_[0]->Signal(SIGTERM);
+  absl::StatusOr<int> code = ranks_[0]->Wait(absl::Seconds(30));
+  step.join();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 7);
+  // The grace (1 s) and the margin for cancelled calls (5 s).
+  EXPECT_LT(absl::Now() - stopping, absl::Seconds(10));
+  EXPECT_FALSE(stepped.ok());
+}
+
 }  // namespace
 }  // namespace distopt

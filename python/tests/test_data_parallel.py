@@ -129,7 +129,6 @@ def test_ctrl_c_interrupts_a_step_waiting_for_other_ranks(worker_factory,
     assert interrupted[:2] == ["interrupted", "after"], output
     # Within a moment of the signal, not at the collective's 60 s timeout.
     assert float(interrupted[2]) < 3.0, output
-    # Rank 0's daemon still waits in the abandoned step's collective, and
-    # its graceful shutdown would wait for it (up to the collective's
-    # timeout): end it at once.
+    # Rank 0's daemon still waits in the abandoned step's collective; its
+    # graceful shutdown would wait out the grace (30 s) for it: end it now.
     rank0.kill()

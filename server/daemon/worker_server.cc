@@ -200,6 +200,7 @@ absl::Status WorkerServer::Shutdown() {
   streams_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  calls_ended_.Notify();
   membership_view_ = nullptr;
   membership_.reset();  // Gives up a rendezvous still waiting for peers.
   stopping_.Notify();

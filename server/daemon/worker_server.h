@@ -6,7 +6,10 @@
 // health to NOT_SERVING, ends the streams idle between requests (see
 // StreamLimits::Close), lets in-flight calls finish within the grace period,
 // cancels what is left, and returns when the server has stopped. Shutdown()
-// may be called from any thread, once.
+// may be called from any thread, once. A call may run on past the grace (a
+// step waiting in a collective for a rank that never comes ends only at the
+// collective's own timeout, and gloo's waits cannot be cut short), and
+// Shutdown waits for it: CallsEndedWithin lets the caller decide not to.
 #ifndef DISTOPT_SERVER_DAEMON_WORKER_SERVER_H_
 #define DISTOPT_SERVER_DAEMON_WORKER_SERVER_H_
 
@@ -58,6 +61,12 @@ class WorkerServer {
   // OK and do nothing.
   absl::Status Shutdown();
 
+  // Once Shutdown has begun: true when every call has ended (and the
+  // server stopped) within `timeout`, before any checkpoint is saved.
+  bool CallsEndedWithin(absl::Duration timeout) {
+    return calls_ended_.WaitForNotificationWithTimeout(timeout);
+  }
+
   // Optimizer kinds the plugins added, and names they tried to take.
   const std::vector<std::string>& plugin_kinds() const { return plugin_kinds_; }
   const std::vector<std::string>& rejected_plugin_kinds() const {
@@ -95,6 +104,8 @@ class WorkerServer {
   LocalSgdRunner local_sgd_;
   LocalSgdServiceImpl local_sgd_service_;
   OptimizerServiceImpl optimizer_service_;
+  // Notified by Shutdown once no call runs any more.
+  absl::Notification calls_ended_;
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;
   std::thread context_collector_;
