@@ -6,6 +6,8 @@
 #ifndef DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 #define DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
 #include "absl/time/time.h"
@@ -67,6 +69,13 @@ class Communicator {
   // every rank ends with what rank r held in it. (W-1)/W of the bytes each.
   virtual absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                        absl::Span<const size_t> counts) = 0;
+  // The same over memory in pieces: block r is the byte spans blocks[r]
+  // (the same sizes on every rank), this rank's own read, the others'
+  // written, so that the bytes go straight from and to where they live (a
+  // parameter's tensor, say). This default packs them into one buffer of
+  // the blocks' total size around AllGatherBlocks.
+  virtual absl::Status AllGatherSegments(
+      const std::vector<std::vector<absl::Span<char>>>& blocks);
   virtual absl::Status Barrier() = 0;
 
   // The same on raw bytes, for tensors of any dtype and serialised

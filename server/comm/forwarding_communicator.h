@@ -39,6 +39,11 @@ class ForwardingCommunicator : public Communicator {
     return Forward(
         [&](Communicator& c) { return c.AllGatherBlocks(bytes, counts); });
   }
+  absl::Status AllGatherSegments(
+      const std::vector<std::vector<absl::Span<char>>>& blocks) override {
+    return Forward(
+        [&](Communicator& c) { return c.AllGatherSegments(blocks); });
+  }
   absl::Status Barrier() override {
     return Forward([&](Communicator& c) { return c.Barrier(); });
   }

@@ -327,6 +327,49 @@ class GlooCommunicator : public Communicator {
     });
   }
 
+  // AllGatherBlocks' ring over the segments themselves: one buffer per
+  // segment, sent from and received into its own memory.
+  absl::Status AllGatherSegments(
+      const std::vector<std::vector<absl::Span<char>>>& blocks) override {
+    const int w = size();
+    const int r = rank();
+    if (static_cast<int>(blocks.size()) != w) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blocks: ", blocks.size(), "; expected one per rank (", w, ")"));
+    }
+    if (w == 1) return absl::OkStatus();
+    return Guard("all-gather", [&] {
+      std::vector<std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>>
+          buffers(w);
+      for (int b = 0; b < w; ++b) {
+        for (absl::Span<char> segment : blocks[b]) {
+          buffers[b].push_back(segment.empty()
+                                   ? nullptr
+                                   : context_->createUnboundBuffer(
+                                         segment.data(), segment.size()));
+        }
+      }
+      const RingSlots slots = NextRingSlots();
+      const Deadline deadline(timeout_);
+      for (int s = 0; s < w - 1; ++s) {
+        auto& outgoing = buffers[Mod(r - s, w)];
+        auto& incoming = buffers[Mod(r - s - 1, w)];
+        for (size_t i = 0; i < incoming.size(); ++i) {
+          if (incoming[i]) incoming[i]->recv(Mod(r - 1, w), slots.of(s, i));
+        }
+        for (size_t i = 0; i < outgoing.size(); ++i) {
+          if (outgoing[i]) outgoing[i]->send(Mod(r + 1, w), slots.of(s, i));
+        }
+        for (auto& buffer : incoming) {
+          if (buffer) buffer->waitRecv(deadline.left());
+        }
+        for (auto& buffer : outgoing) {
+          if (buffer) buffer->waitSend(deadline.left());
+        }
+      }
+    });
+  }
+
   absl::Status Barrier() override {
     return Guard("barrier", [&] {
       gloo::BarrierOptions options(context_);

@@ -152,6 +152,39 @@ TEST(GlooCommunicatorTest, AllGatherBlocksGivesEveryRankEveryBlock) {
   });
 }
 
+// Block r in pieces of its own memory (one empty): every rank ends with
+// every piece, through gloo's ring over the pieces and through the default
+// that packs them around AllGatherBlocks.
+TEST(GlooCommunicatorTest, AllGatherSegmentsFillsEveryRanksPieces) {
+  for (bool packed : {false, true}) {
+    OnGlooRanks(3, [&](Communicator& c) {
+      // Rank r's block: pieces of 2, 0 and r + 1 bytes.
+      std::vector<std::vector<std::string>> pieces(3);
+      for (int r = 0; r < 3; ++r) {
+        const char mark = static_cast<char>(r == c.rank() ? 'a' + r : '?');
+        pieces[r] = {std::string(2, mark), "", std::string(r + 1, mark)};
+      }
+      std::vector<std::vector<absl::Span<char>>> blocks(3);
+      for (int r = 0; r < 3; ++r) {
+        for (std::string& piece : pieces[r]) {
+          blocks[r].push_back(absl::MakeSpan(piece));
+        }
+      }
+      absl::Status gathered = packed ? c.Communicator::AllGatherSegments(blocks)
+                                     : c.AllGatherSegments(blocks);
+      ASSERT_TRUE(gathered.ok()) << gathered;
+      for (int r = 0; r < 3; ++r) {
+        const char mark = static_cast<char>('a' + r);
+        EXPECT_EQ(pieces[r][0], std::string(2, mark)) << packed;
+        EXPECT_EQ(pieces[r][2], std::string(r + 1, mark)) << packed;
+      }
+      blocks.pop_back();  // One block per rank.
+      EXPECT_EQ(c.AllGatherSegments(blocks).code(),
+                absl::StatusCode::kInvalidArgument);
+    });
+  }
+}
+
 TEST(GlooCommunicatorTest, BytesBroadcastAndGatherToOneRoot) {
   OnGlooRanks(3, [](Communicator& c) {
     std::string bytes = c.rank() == 2 ? "from two" : "????????";

@@ -1,10 +1,9 @@
 // The last phase of a gradient-sharded ZeRO step, bucket by bucket: the
 // parameters each rank has just stepped reach every rank through one
 // all-gather of the bucket (each rank sends (W-1)/W of its bytes, in a
-// ring) instead of one broadcast per owner. The bucket's gradient scratch
-// holds the parameters' bytes, in the gradient bucket's layout (block r:
-// owner r's parameters, in the bucket's order, each in its own dtype), so
-// sending them costs no memory beyond the bucket.
+// ring) instead of one broadcast per owner. The bytes go straight from the
+// owners' tensors into the others' (each in its own dtype): no copy, and no
+// memory beyond the transfer.
 #ifndef DISTOPT_SERVER_ZERO_PARAMETER_GATHER_H_
 #define DISTOPT_SERVER_ZERO_PARAMETER_GATHER_H_
 
@@ -19,12 +18,10 @@
 namespace distopt {
 
 // Collective. Every rank's parameters of `bucket` end with their owner's
-// values. `scratch` has at least 4 bytes per element of the bucket (its
-// gradients, no longer needed once the owners have stepped them).
+// values.
 absl::Status GatherBucketParameters(Communicator& communicator,
                                     const GradientBucket& bucket,
-                                    const std::vector<ParamGroup>& groups,
-                                    absl::Span<char> scratch);
+                                    const std::vector<ParamGroup>& groups);
 
 }  // namespace distopt
 

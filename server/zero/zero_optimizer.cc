@@ -238,13 +238,11 @@ absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
              : communicator_->AllReduce(values, ReduceOp::kAverage);
 }
 
-absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket,
-                                   absl::Span<float> values) {
+absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket) {
   if (!options_.gradient_sharded) return absl::OkStatus();
   // Other owners' parameters land on this rank.
   changing_ = true;
-  return GatherBucketParameters(*communicator_, bucket, groups_,
-                                AsBytes(values));
+  return GatherBucketParameters(*communicator_, bucket, groups_);
 }
 
 // A failure of this rank's own (filling or stepping a bucket) does not stop
@@ -264,7 +262,7 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     if (local.ok()) {
       local = StepBucket(bucket, groups_, values, steppers_, &changing_);
     }
-    status = Gather(bucket, values);
+    status = Gather(bucket);
     if (!status.ok()) return status;
   }
   return local;
@@ -274,7 +272,7 @@ absl::Status ZeroOptimizer::ReduceAndStep(
 // this thread steps bucket k (and fills the next). The first bucket is
 // stepped as soon as it is reduced, from the first step on. Gradient-
 // sharded, the thread then gathers bucket k's parameters (after reducing
-// k + 1), and bucket k's buffer is filled again only once it has. A local
+// k + 1), straight between the parameters' tensors. A local
 // failure goes on with zeros, as in ReduceAndStep; a collective's stops
 // the thread's collectives, and every waiter is still notified.
 absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
@@ -287,8 +285,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   auto values = [&](size_t k) {
     return absl::Span<float>(gradient_scratch_[k % 2].data(), plan[k].size);
   };
-  std::vector<absl::Notification> filled(n), reduced(n), stepped(n),
-      gathered(n);
+  std::vector<absl::Notification> filled(n), reduced(n), stepped(n);
   // The thread's first collective failure (read once it is joined), and
   // what it was when bucket k had been reduced.
   absl::Status collective;
@@ -303,15 +300,12 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
       }
       if (gather && k > 0) {
         stepped[k - 1].WaitForNotification();
-        if (collective.ok()) collective = Gather(plan[k - 1], values(k - 1));
-        gathered[k - 1].Notify();
+        if (collective.ok()) collective = Gather(plan[k - 1]);
       }
     }
   });
   absl::Status local;
   auto fill = [&](size_t k) {
-    // The buffer was bucket k - 2's: its parameters must have gone out.
-    if (gather && k >= 2) gathered[k - 2].WaitForNotification();
     if (local.ok()) local = FillBucket(plan[k], grads, values(k));
     if (!local.ok()) std::fill(values(k).begin(), values(k).end(), 0.0f);
     filled[k].Notify();

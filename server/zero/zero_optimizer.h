@@ -151,8 +151,8 @@ class ZeroOptimizer {
   // Averages one bucket across ranks (all of it, or this rank's block).
   absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
   // Gradient-sharded: every owner's stepped parameters of the bucket reach
-  // every rank through `values` (nothing otherwise).
-  absl::Status Gather(const GradientBucket& bucket, absl::Span<float> values);
+  // every rank (nothing otherwise).
+  absl::Status Gather(const GradientBucket& bucket);
   absl::Status ReduceAndStep(const std::vector<GradientBucket>& plan,
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,

@@ -277,6 +277,13 @@ class CountingCommunicator : public ForwardingCommunicator {
     all_gather_bytes += bytes.size();
     return ForwardingCommunicator::AllGatherBlocks(bytes, counts);
   }
+  absl::Status AllGatherSegments(
+      const std::vector<std::vector<absl::Span<char>>>& blocks) override {
+    for (const auto& block : blocks) {
+      for (absl::Span<char> segment : block) all_gather_bytes += segment.size();
+    }
+    return ForwardingCommunicator::AllGatherSegments(blocks);
+  }
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
     broadcast_bytes += bytes.size();
     return ForwardingCommunicator::BroadcastBytes(bytes, root);
