@@ -64,7 +64,8 @@ def to_wire(value: TensorLike, argument: str,
                 f"{argument}: dtype {value.dtype}; expected float32, float16 "
                 "or int64 (bfloat16 as a torch tensor)")
         name = _NUMPY_DTYPES[value.dtype]
-        array = np.ascontiguousarray(value)
+        # Not np.ascontiguousarray: it makes a 0-d array 1-d.
+        array = value if value.flags.c_contiguous else value.copy(order="C")
     else:
         raise TypeError(
             f"{argument}: {type(value).__name__}; expected a torch.Tensor or "

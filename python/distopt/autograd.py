@@ -13,7 +13,7 @@ every worker it touched.
 """
 
 import threading
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional
 
 import torch
 
@@ -30,12 +30,14 @@ class _ContextState:
     def __init__(self, client: Client, context_id: int):
         self.client = client
         self.id = context_id
-        self.workers: Set[str] = set()
+        # Each worker the context touched, with the client that reached it
+        # (a layer's own, which has that worker's credentials).
+        self.workers: Dict[str, Client] = {}
         self.lock = threading.Lock()
 
-    def touch(self, worker: str) -> None:
+    def touch(self, worker: str, client: Optional[Client] = None) -> None:
         with self.lock:
-            self.workers.add(worker)
+            self.workers.setdefault(worker, client or self.client)
 
 
 class context:
@@ -64,9 +66,11 @@ class context:
             stack.pop()
         with _lock:
             _contexts.pop(state.id, None)
-        for worker in sorted(state.workers):
+        with state.lock:
+            touched = sorted(state.workers.items())
+        for worker, client in touched:
             try:
-                state.client._impl.release_context(worker, state.id)
+                client._impl.release_context(worker, state.id)
             except Exception:  # A worker that is gone collects it later.
                 pass
         state.client._impl.forget_context(state.id)
@@ -98,7 +102,9 @@ def backward(context_id: int, roots: List[torch.Tensor],
              retain_graph: bool = False) -> None:
     """As torch.distributed.autograd.backward: backpropagates from `roots`
     (scalars) in context `context_id`; remote parameters' gradients
-    accumulate in the context on their workers."""
+    accumulate in the context on their workers. A remote layer's forward is
+    backpropagated at most once (a second backward through it raises,
+    retain_graph or not: its worker would count it once)."""
     _state_of(context_id)
     torch.autograd.backward(roots, retain_graph=retain_graph)
 
@@ -109,11 +115,11 @@ def get_gradients(context_id: int) -> Dict[RemoteParameter, torch.Tensor]:
     state = _state_of(context_id)
     gradients = {}
     with state.lock:
-        workers = sorted(state.workers)
-    for worker in workers:
-        for parameter_id, wire in state.client._impl.get_gradients(
+        touched = sorted(state.workers.items())
+    for worker, client in touched:
+        for parameter_id, wire in client._impl.get_gradients(
                 worker, context_id).items():
-            gradients[RemoteParameter(state.client, worker,
+            gradients[RemoteParameter(client, worker,
                                       parameter_id)] = from_wire(wire)
     return gradients
 
@@ -128,5 +134,6 @@ def accumulate_gradients(context_id: int, gradients: Dict[RemoteParameter,
         by_worker.setdefault(parameter.worker, []).append(
             (parameter.id, to_wire(gradient, f"gradients[{parameter!r}]")))
     for worker, pairs in by_worker.items():
-        state.touch(worker)
-        state.client._impl.accumulate_gradients(worker, context_id, pairs)
+        client = next(p.client for p in gradients if p.worker == worker)
+        state.touch(worker, client)
+        client._impl.accumulate_gradients(worker, context_id, pairs)

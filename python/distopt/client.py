@@ -30,6 +30,10 @@ class Client:
     def __init__(self, rpc_timeout: float = 30.0, tls_root_certs: str = "",
                  tls_client_cert: str = "", tls_client_key: str = "",
                  auth_token: str = ""):
+        if auth_token and not tls_root_certs:
+            raise ValueError(
+                "auth_token: given without tls_root_certs; expected TLS "
+                "(a bearer token is never sent in plaintext)")
         self._impl = _distopt.Client(
             rpc_timeout=rpc_timeout, tls_root_certs=tls_root_certs,
             tls_client_cert=tls_client_cert, tls_client_key=tls_client_key,
@@ -43,6 +47,8 @@ class Client:
         """A new parameter on `worker`: a copy of `values`, or of `shape` and
         `dtype` filled by `init` (("zeros",), ("constant", v),
         ("uniform", low, high, seed) or ("normal", mean, std, seed))."""
+        if isinstance(init, str):
+            init = (init,)
         if values is not None:
             array, name_of_dtype = to_wire(values, "values")
             parameter_id = self._impl.create_parameter_from(
@@ -50,6 +56,10 @@ class Client:
         else:
             if shape is None:
                 raise ValueError("shape: None; expected values or a shape")
+            if isinstance(shape, int) or not all(
+                    isinstance(d, int) for d in shape):
+                raise TypeError(f"shape: {shape!r}; expected a sequence of "
+                                "ints")
             parameter_id = self._impl.create_parameter(
                 worker, name, dtype_name(dtype), list(shape), tuple(init))
         return RemoteParameter(self, worker, parameter_id)

@@ -8,10 +8,11 @@ forward and backward run there, and torch's autograd drives them.
         loss.backward()   # fc1's gradients accumulate on its worker
 """
 
-import math
-from typing import List, Optional, Sequence
+import uuid
+from typing import List, Optional
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from distopt import autograd
 from distopt.client import Client, RemoteParameter, default_client
@@ -20,25 +21,45 @@ from distopt._tensors import from_wire, to_wire
 
 class _RemoteOp(torch.autograd.Function):
     """One op on a worker inside a context; its backward asks the worker for
-    the inputs' gradients (the parameters' stay in the context there)."""
+    the inputs' gradients (the parameters' stay in the context there).
+
+    A forward is backpropagated at most once: the worker adds a forward's
+    parameter gradients to the context once (a repeat is taken for a retry
+    and not added again), so a second backward through the same graph
+    (retain_graph=True) would count the remote parameters once but the
+    local ones twice. It raises instead; run the forward again."""
 
     @staticmethod
     def forward(ctx, anchor, call, *inputs):
-        state, worker, op, parameter_ids = call
+        state, client, worker, op, parameter_ids = call
         wires = [to_wire(x, f"{op} input {i}") for i, x in enumerate(inputs)]
-        state.touch(worker)
-        forward_id, outputs = state.client._impl.forward(
+        state.touch(worker, client)
+        forward_id, outputs = client._impl.forward(
             worker, state.id, op, parameter_ids, wires)
-        ctx.call = (state, worker, forward_id)
+        ctx.call = (state, client, worker, forward_id)
         ctx.input_count = len(inputs)
+        ctx.backpropagated = False
+        # Saved so that torch refuses a second backward without
+        # retain_graph, as for its own ops.
+        ctx.save_for_backward(anchor)
         return from_wire(outputs[0])
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, output_gradient):
-        state, worker, forward_id = ctx.call
-        gradients = state.client._impl.backward(
+        ctx.saved_tensors  # Raises when the graph was freed.
+        if ctx.backpropagated:
+            raise RuntimeError(
+                "distopt: a remote layer's forward was backpropagated "
+                "already in this context; its worker counts a forward's "
+                "gradients once, so a second backward (retain_graph=True) "
+                "would count them once where torch counts them twice. "
+                "Expected one backward per forward: run the forward again")
+        ctx.backpropagated = True
+        state, client, worker, forward_id = ctx.call
+        gradients = client._impl.backward(
             worker, state.id, forward_id,
-            [to_wire(output_gradient, "output gradient")])
+            [to_wire(output_gradient.contiguous(), "output gradient")])
         inputs = [None if g is None else from_wire(g) for g in gradients]
         inputs += [None] * (ctx.input_count - len(inputs))
         return (None, None, *inputs)
@@ -57,13 +78,44 @@ class _RemoteModule(torch.nn.Module):
         RemoteModule.remote_parameters in torch)."""
         raise NotImplementedError
 
+    def _remote_state(self):
+        """(name, RemoteParameter) of what state_dict() holds."""
+        raise NotImplementedError
+
+    # The remote parameters are part of the module's state_dict (read from
+    # the worker) and load_state_dict writes them back, so that torch.save
+    # checkpoints of a model include its remote layers.
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for name, parameter in self._remote_state():
+            destination[prefix + name] = parameter.to_tensor()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata,
+                              strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata,
+                                      strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        for name, parameter in self._remote_state():
+            key = prefix + name
+            # torch's own loader does not know the remote names.
+            if key in unexpected_keys:
+                unexpected_keys.remove(key)
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            try:
+                parameter.copy_(state_dict[key])
+            except (ValueError, TypeError) as error:
+                error_msgs.append(f"{key}: {error}")
+
     def _run(self, op: str, *inputs: torch.Tensor) -> torch.Tensor:
         ids = [p.id for p in self.remote_parameters()]
         state = autograd.current_context()
         if state is not None:
             anchor = torch.empty(0, requires_grad=torch.is_grad_enabled())
-            return _RemoteOp.apply(anchor, (state, self.worker, op, ids),
-                                   *inputs)
+            return _RemoteOp.apply(
+                anchor, (state, self.client, self.worker, op, ids), *inputs)
         if torch.is_grad_enabled() and any(
                 x.requires_grad for x in inputs):
             raise RuntimeError(
@@ -74,8 +126,24 @@ class _RemoteModule(torch.nn.Module):
         with autograd.context(self.client):
             with torch.no_grad():
                 state = autograd.current_context()
-                return _RemoteOp.apply(torch.empty(0), (state, self.worker,
-                                                        op, ids), *inputs)
+                return _RemoteOp.apply(
+                    torch.empty(0), (state, self.client, self.worker, op, ids),
+                    *inputs)
+
+
+def _unique_name(kind: str) -> str:
+    # Unique on the worker across modules and processes (id() is reused
+    # once a module is freed, and its parameters stay on the worker).
+    return f"{kind}_{uuid.uuid4().hex}"
+
+
+def _float32_copy_source(module: torch.nn.Module, argument: str):
+    for name, parameter in module.named_parameters():
+        if parameter.dtype != torch.float32:
+            raise ValueError(
+                f"{argument}: {name} is {parameter.dtype}; expected "
+                "torch.float32 (the workers' linear and embedding ops take "
+                "float32)")
 
 
 class RemoteLinear(_RemoteModule):
@@ -100,7 +168,8 @@ class RemoteLinear(_RemoteModule):
         if init_from.bias is None:
             raise ValueError("init_from: a Linear without bias; expected one "
                              "with a bias")
-        name = name or f"linear_{id(self):x}"
+        _float32_copy_source(init_from, "init_from")
+        name = name or _unique_name("linear")
         self.weight_ref = self.client.create_parameter(
             worker, name + ".weight", init_from.weight.detach())
         self.bias_ref = self.client.create_parameter(
@@ -109,8 +178,19 @@ class RemoteLinear(_RemoteModule):
     def remote_parameters(self) -> List[RemoteParameter]:
         return [self.weight_ref, self.bias_ref]
 
+    def _remote_state(self):
+        return [("weight", self.weight_ref), ("bias", self.bias_ref)]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._run("linear", x)
+        """y = x W^T + b over the last dimension, as torch.nn.Linear: any
+        leading dimensions (none for one sample)."""
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"x: shape {list(x.shape)}; expected [..., "
+                f"{self.in_features}]")
+        leading = x.shape[:-1]
+        y = self._run("linear", x.reshape(-1, self.in_features))
+        return y.reshape(*leading, self.out_features)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, "
@@ -135,12 +215,16 @@ class RemoteEmbedding(_RemoteModule):
             raise ValueError(
                 f"init_from: weight {list(init_from.weight.shape)}; expected "
                 f"[{num_embeddings}, {embedding_dim}]")
-        name = name or f"embedding_{id(self):x}"
+        _float32_copy_source(init_from, "init_from")
+        name = name or _unique_name("embedding")
         self.weight_ref = self.client.create_parameter(
             worker, name + ".weight", init_from.weight.detach())
 
     def remote_parameters(self) -> List[RemoteParameter]:
         return [self.weight_ref]
+
+    def _remote_state(self):
+        return [("weight", self.weight_ref)]
 
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
         return self._run("embedding", indices)

@@ -132,6 +132,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if state_dict.get("kind") != self.kind:
             raise ValueError(f"state_dict['kind']: {state_dict.get('kind')!r};"
                              f" expected {self.kind!r}")
+        # Each owner's state belongs to the parameters it holds: loading
+        # another order's would step one worker with another's moments.
+        if list(state_dict.get("owners", [])) != self.owners():
+            raise ValueError(
+                f"state_dict['owners']: {state_dict.get('owners')}; expected "
+                f"{self.owners()} (the workers of this optimizer, in the "
+                "order of its parameters)")
         self._impl.load_state_dicts(self._client._impl,
                                     list(state_dict["state"]))
         for name, value in state_dict["param_groups"][0].items():

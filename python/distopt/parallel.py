@@ -21,16 +21,20 @@ from distopt.optim import kind_name
 def _hyper_json(hyperparameters: Dict[str, Any]) -> Dict[str, Any]:
     values = {}
     for name, value in hyperparameters.items():
-        if isinstance(value, bool):
-            values[name] = {"flag": value}
-        elif isinstance(value, (int, float)):
-            values[name] = {"number": float(value)}
-        elif isinstance(value, (tuple, list)) and len(value) == 2:
-            values[name] = {"pair": {"first": float(value[0]),
-                                     "second": float(value[1])}}
-        else:
+        try:
+            if isinstance(value, bool):
+                values[name] = {"flag": value}
+            elif isinstance(value, (tuple, list)) and len(value) == 2:
+                values[name] = {"pair": {"first": float(value[0]),
+                                         "second": float(value[1])}}
+            elif not isinstance(value, str):
+                # Anything float() takes: numpy scalars, 1-element tensors.
+                values[name] = {"number": float(value)}
+            else:
+                raise TypeError
+        except (TypeError, ValueError):
             raise TypeError(f"hyperparameter {name}: {value!r}; expected a "
-                            "float, a bool or a pair of floats")
+                            "float, a bool or a pair of floats") from None
     return values
 
 

@@ -2,6 +2,7 @@
 #ifndef DISTOPT_PYTHON_SRC_BINDINGS_H_
 #define DISTOPT_PYTHON_SRC_BINDINGS_H_
 
+#include "client/client.h"
 #include "pybind11/pybind11.h"
 
 namespace distopt {
@@ -9,6 +10,8 @@ namespace python {
 
 // Client: parameters and distributed autograd (client_bindings.cc).
 void BindClient(pybind11::module_& m);
+// The Client a `client` argument wraps; TypeError for None or another type.
+Client* ClientArgument(const pybind11::object& client);
 // DistributedOptimizer (optimizer_bindings.cc).
 void BindOptimizers(pybind11::module_& m);
 // RemoteZero and RemoteLocalSgd (data_parallel_bindings.cc).

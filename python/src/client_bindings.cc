@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/initializers.h"
@@ -27,13 +28,15 @@ namespace {
 // A buffer and the name of its dtype, as the Python layer passes tensors.
 using TensorArg = std::pair<py::buffer, std::string>;
 
-std::vector<Tensor> BorrowAll(const std::vector<TensorArg>& args,
+std::vector<Tensor> BorrowAll(BorrowedTensors& borrowed,
+                              const std::vector<TensorArg>& args,
                               const std::string& argument) {
   std::vector<Tensor> tensors;
   tensors.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    tensors.push_back(BorrowBuffer(args[i].first, args[i].second,
-                                   argument + "[" + std::to_string(i) + "]"));
+    tensors.push_back(
+        borrowed.Borrow(args[i].first, args[i].second,
+                        argument + "[" + std::to_string(i) + "]"));
   }
   return tensors;
 }
@@ -87,6 +90,15 @@ auto OnClient(const py::object& self, Call call,
 
 }  // namespace
 
+Client* ClientArgument(const py::object& client) {
+  if (!client.is_none() && py::isinstance<Client>(client)) {
+    return client.cast<Client*>();
+  }
+  throw py::type_error(absl::StrCat(
+      "client: ", std::string(py::str(py::type::of(client).attr("__name__"))),
+      "; expected a distopt._distopt.Client"));
+}
+
 void BindClient(py::module_& m) {
   py::class_<Client>(m, "Client")
       .def(py::init([](double rpc_timeout_s, std::string tls_root_certs,
@@ -126,14 +138,15 @@ void BindClient(py::module_& m) {
       .def("create_parameter_from",
            [](py::object self, std::string worker, std::string name,
               const py::buffer& values, const std::string& dtype) {
-             const Tensor tensor = BorrowBuffer(values, dtype, "values");
+             BorrowedTensors borrowed;
+             const Tensor tensor = borrowed.Borrow(values, dtype, "values");
              return ValueOrThrow(OnClient(
                                      self,
                                      [=](Client& client) {
                                        return client.CreateParameterFrom(
                                            worker, name, tensor);
                                      },
-                                     values))
+                                     borrowed.keep_alive()))
                  .id;
            })
       .def("get_parameter",
@@ -160,14 +173,15 @@ void BindClient(py::module_& m) {
       .def("write_parameter",
            [](py::object self, std::string worker, uint64_t id,
               const py::buffer& values, const std::string& dtype) {
-             const Tensor tensor = BorrowBuffer(values, dtype, "values");
+             BorrowedTensors borrowed;
+             const Tensor tensor = borrowed.Borrow(values, dtype, "values");
              return ValueOrThrow(OnClient(
                                      self,
                                      [=](Client& client) {
                                        return client.WriteParameter(
                                            Ref(worker, id), tensor);
                                      },
-                                     values))
+                                     borrowed.keep_alive()))
                  .version;
            })
       .def("delete_parameter",
@@ -202,14 +216,16 @@ void BindClient(py::module_& m) {
            [](py::object self, std::string worker, uint64_t context_id,
               std::string op, std::vector<uint64_t> parameter_ids,
               const std::vector<TensorArg>& inputs) {
-             const std::vector<Tensor> tensors = BorrowAll(inputs, "inputs");
+             BorrowedTensors borrowed;
+             const std::vector<Tensor> tensors =
+                 BorrowAll(borrowed, inputs, "inputs");
              Client::ForwardResult result = ValueOrThrow(OnClient(
                  self,
                  [=](Client& client) {
                    return client.Forward(worker, context_id, op, parameter_ids,
                                          tensors);
                  },
-                 py::cast(inputs)));
+                 borrowed.keep_alive()));
              py::list outputs;
              for (Tensor& output : result.outputs) {
                outputs.append(ToArray(std::move(output)));
@@ -220,8 +236,9 @@ void BindClient(py::module_& m) {
            [](py::object self, std::string worker, uint64_t context_id,
               uint64_t forward_id,
               const std::vector<TensorArg>& output_gradients) {
+             BorrowedTensors borrowed;
              const std::vector<Tensor> tensors =
-                 BorrowAll(output_gradients, "output_gradients");
+                 BorrowAll(borrowed, output_gradients, "output_gradients");
              std::vector<std::optional<Tensor>> gradients =
                  ValueOrThrow(OnClient(
                      self,
@@ -229,7 +246,7 @@ void BindClient(py::module_& m) {
                        return client.Backward(worker, context_id, forward_id,
                                               tensors);
                      },
-                     py::cast(output_gradients)));
+                     borrowed.keep_alive()));
              py::list result;
              for (std::optional<Tensor>& gradient : gradients) {
                if (gradient.has_value()) {
@@ -243,11 +260,13 @@ void BindClient(py::module_& m) {
       .def("accumulate_gradients",
            [](py::object self, std::string worker, uint64_t context_id,
               const std::vector<std::pair<uint64_t, TensorArg>>& gradients) {
+             BorrowedTensors borrowed;
              std::vector<std::pair<uint64_t, Tensor>> tensors;
              for (const auto& [id, arg] : gradients) {
                tensors.emplace_back(
-                   id, BorrowBuffer(arg.first, arg.second,
-                                    "gradients[" + std::to_string(id) + "]"));
+                   id,
+                   borrowed.Borrow(arg.first, arg.second,
+                                   "gradients[" + std::to_string(id) + "]"));
              }
              ThrowIfError(OnClient(
                  self,
@@ -255,7 +274,7 @@ void BindClient(py::module_& m) {
                    return client.AccumulateGradients(worker, context_id,
                                                      tensors);
                  },
-                 py::cast(gradients)));
+                 borrowed.keep_alive()));
            })
       .def("get_gradients",
            [](py::object self, std::string worker, uint64_t context_id) {

@@ -55,7 +55,11 @@ std::string JsonOn(const py::object& self, Call call) {
 
 void BindDataParallel(py::module_& m) {
   py::class_<RemoteZero>(m, "RemoteZero")
-      .def(py::init<Client*, std::string>(), py::keep_alive<1, 2>())
+      .def(py::init([](const py::object& client, std::string worker) {
+             return std::make_unique<RemoteZero>(ClientArgument(client),
+                                                 std::move(worker));
+           }),
+           py::keep_alive<1, 2>())
       .def("create",
            [](py::object self, const std::string& json) {
              auto request = ParsedJson<v1::CreateZeroRequest>(json, "request");
@@ -118,7 +122,11 @@ void BindDataParallel(py::module_& m) {
       });
 
   py::class_<RemoteLocalSgd>(m, "RemoteLocalSgd")
-      .def(py::init<Client*, std::string>(), py::keep_alive<1, 2>())
+      .def(py::init([](const py::object& client, std::string worker) {
+             return std::make_unique<RemoteLocalSgd>(ClientArgument(client),
+                                                     std::move(worker));
+           }),
+           py::keep_alive<1, 2>())
       .def("create",
            [](py::object self, const std::string& json) {
              auto request =

@@ -1,6 +1,9 @@
 #include "python/src/interruptible.h"
 
+#include <unistd.h>
+
 #include <deque>
+#include <stdexcept>
 #include <thread>
 
 namespace distopt {
@@ -67,9 +70,20 @@ void RunOnHelperThread(std::function<void()> work) {
 
 namespace {
 unsigned long main_thread_ident = 0;  // Set once, at import.
+pid_t importing_process = 0;          // Likewise.
 }  // namespace
 
+void RefuseAfterFork() {
+  if (getpid() != importing_process) {
+    throw std::runtime_error(
+        "distopt: this process was forked from the one that imported "
+        "distopt, and gRPC does not survive fork; expected "
+        "multiprocessing's 'spawn' (or 'forkserver') start method");
+  }
+}
+
 void RememberMainThread() {
+  importing_process = getpid();
   main_thread_ident = pybind11::module_::import("threading")
                           .attr("main_thread")()
                           .attr("ident")

@@ -35,6 +35,9 @@ void RunOnHelperThread(std::function<void()> work);
 void RememberMainThread();
 // True on that thread.
 bool OnMainThread();
+// Raises RuntimeError in a process forked after the module was imported:
+// gRPC's threads and channels do not survive fork, and a call would hang.
+void RefuseAfterFork();
 
 namespace internal {
 
@@ -88,6 +91,7 @@ struct HandedOverCall {
 template <typename Result>
 Result RunInterruptibly(std::function<Result()> call,
                         pybind11::object borrowed = pybind11::none()) {
+  RefuseAfterFork();
   if (!OnMainThread()) {
     pybind11::gil_scoped_release release;
     return call();
@@ -123,8 +127,9 @@ Result RunInterruptibly(std::function<Result()> call,
         handed->abandoned = true;
         throw pybind11::error_already_set();
       }
-      PyErr_Clear();  // It finished meanwhile: its result stands.
-      break;
+      // It finished meanwhile: its effect stands, and the signal's
+      // exception still propagates rather than being lost.
+      throw pybind11::error_already_set();
     }
   }
   handed->borrowed = pybind11::object();

@@ -18,19 +18,23 @@ namespace py = pybind11;
 
 void BindOptimizers(py::module_& m) {
   py::class_<DistributedOptimizer>(m, "DistributedOptimizer")
-      .def(py::init([](Client* client, const std::string& kind,
+      .def(py::init([](py::object client_object, std::string kind,
                        const std::vector<std::pair<std::string, uint64_t>>&
                            parameters,
                        const py::dict& hyperparameters) {
+             Client* client = ClientArgument(client_object);
              std::vector<RemoteParameter> remote;
              remote.reserve(parameters.size());
              for (const auto& [worker, id] : parameters) {
                remote.push_back({worker, id});
              }
              const HyperparameterMap map = ToHyperparameters(hyperparameters);
-             py::gil_scoped_release release;
-             return ValueOrThrow(
-                 DistributedOptimizer::Create(client, kind, remote, map));
+             return ValueOrThrow(Blocking(
+                 [client, kind, remote, map] {
+                   return DistributedOptimizer::Create(client, kind, remote,
+                                                       map);
+                 },
+                 client_object));
            }),
            // The optimizer's calls go through the client: keep it alive.
            py::keep_alive<1, 2>())
@@ -64,7 +68,7 @@ void BindOptimizers(py::module_& m) {
       .def("state_dicts",
            [](py::object self, py::object client_object) {
              auto* optimizer = self.cast<DistributedOptimizer*>();
-             auto* client = client_object.cast<Client*>();
+             Client* client = ClientArgument(client_object);
              std::vector<std::string> serialized = ValueOrThrow(Blocking(
                  [optimizer,
                   client]() -> absl::StatusOr<std::vector<std::string>> {
@@ -88,7 +92,7 @@ void BindOptimizers(py::module_& m) {
       .def("load_state_dicts", [](py::object self, py::object client_object,
                                   const std::vector<std::string>& serialized) {
         auto* optimizer = self.cast<DistributedOptimizer*>();
-        auto* client = client_object.cast<Client*>();
+        Client* client = ClientArgument(client_object);
         if (serialized.size() != optimizer->owners().size()) {
           throw py::value_error(
               "state_dict: " + std::to_string(serialized.size()) +

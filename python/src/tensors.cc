@@ -20,28 +20,61 @@ DType DTypeFromName(const std::string& name, const std::string& argument) {
                    "; expected float32, float16, bfloat16 or int64"));
 }
 
-Tensor BorrowBuffer(const py::buffer& buffer, const std::string& dtype_name,
-                    const std::string& argument) {
+namespace {
+
+// The struct-module format characters of `dtype`'s elements (bfloat16
+// travels as its int16 bits); a leading native or little-endian mark is
+// allowed (this is a little-endian machine).
+bool FormatMatches(const char* format, DType dtype) {
+  std::string f = format == nullptr ? "B" : format;
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) {
+    f = f.substr(1);
+  }
+  switch (dtype) {
+    case DType::kFloat32:
+      return f == "f";
+    case DType::kFloat16:
+      return f == "e";
+    case DType::kBFloat16:
+      return f == "h";
+    case DType::kInt64:
+      return f == "q" || f == "l";
+  }
+  return false;
+}
+
+}  // namespace
+
+Tensor BorrowedTensors::Borrow(const py::buffer& buffer,
+                               const std::string& dtype_name,
+                               const std::string& argument) {
   const DType dtype = DTypeFromName(dtype_name, argument);
-  py::buffer_info info = buffer.request();
-  if (static_cast<size_t>(info.itemsize) != ElementSize(dtype)) {
-    throw py::value_error(absl::StrCat(
-        argument, ": elements of ", info.itemsize, " bytes; expected ",
-        ElementSize(dtype), " for ", dtype_name));
+  // The export lives in exports_ (and so does the memory it pins).
+  py::memoryview view(buffer);
+  exports_.append(view);
+  const Py_buffer* info = PyMemoryView_GET_BUFFER(view.ptr());
+  if (!FormatMatches(info->format, dtype) ||
+      static_cast<size_t>(info->itemsize) != ElementSize(dtype)) {
+    throw py::value_error(
+        absl::StrCat(argument, ": elements of format '",
+                     info->format == nullptr ? "B" : info->format, "' (",
+                     info->itemsize, " bytes); expected ", dtype_name));
   }
-  Shape shape(info.shape.begin(), info.shape.end());
+  Shape shape(info->shape, info->shape + info->ndim);
   // C order: each stride is the product of the sizes after it.
-  int64_t expected = info.itemsize;
-  for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
-    if (info.shape[d] > 1 && info.strides[d] != expected) {
+  int64_t expected = info->itemsize;
+  for (int d = info->ndim - 1; d >= 0; --d) {
+    if (info->strides != nullptr && info->shape[d] > 1 &&
+        info->strides[d] != expected) {
       throw py::value_error(absl::StrCat(
-          argument, ": strides [", absl::StrJoin(info.strides, ", "),
-          "] are not C-contiguous; expected a contiguous tensor "
-          "(call .contiguous())"));
+          argument, ": strides [",
+          absl::StrJoin(info->strides, info->strides + info->ndim, ", "),
+          "] are not C-contiguous; expected a contiguous tensor (call "
+          ".contiguous())"));
     }
-    expected *= info.shape[d];
+    expected *= info->shape[d];
   }
-  return Tensor::Borrow(info.ptr, dtype, std::move(shape), Device::Cpu());
+  return Tensor::Borrow(info->buf, dtype, std::move(shape), Device::Cpu());
 }
 
 py::tuple ToArray(Tensor tensor) {

@@ -8,6 +8,7 @@
 #define DISTOPT_PYTHON_SRC_TENSORS_H_
 
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/tensor.h"
@@ -21,11 +22,22 @@ namespace python {
 // raises ValueError naming `argument` for anything else.
 DType DTypeFromName(const std::string& name, const std::string& argument);
 
-// A tensor over `buffer`'s memory, valid while `buffer` lives. Raises
-// ValueError naming `argument` when the buffer is not C-contiguous or its
-// element size does not match `dtype`.
-Tensor BorrowBuffer(const pybind11::buffer& buffer, const std::string& dtype,
-                    const std::string& argument);
+// Tensors over Python buffers, and the buffer exports that pin their
+// memory: while an export lives its exporter refuses to resize or free the
+// memory (a bytearray or array.array resized by another thread mid-call, a
+// call abandoned by Ctrl-C), so hand keep_alive() to the call.
+class BorrowedTensors {
+ public:
+  // A tensor over `buffer`'s memory. Raises ValueError naming `argument`
+  // when the buffer is not C-contiguous or its elements are not `dtype`'s.
+  Tensor Borrow(const pybind11::buffer& buffer, const std::string& dtype,
+                const std::string& argument);
+  // The exports, to keep alive as long as the tensors are used.
+  pybind11::object keep_alive() const { return exports_; }
+
+ private:
+  pybind11::list exports_;
+};
 
 // (array, dtype name): the array owns `tensor`'s memory; bfloat16 comes as
 // int16 bits.
