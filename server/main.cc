@@ -250,6 +250,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "distopt_worker: restored %zu parameters from %s\n",
                  (*worker)->restored_parameters(),
                  options.checkpoint_dir.c_str());
+    if (!(*worker)->checkpoint_fell_back().empty()) {
+      std::fprintf(stderr, "distopt_worker: %s\n",
+                   (*worker)->checkpoint_fell_back().c_str());
+    }
   }
   for (const std::string& kind : (*worker)->plugin_kinds()) {
     std::fprintf(stderr,

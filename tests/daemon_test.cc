@@ -168,6 +168,48 @@ TEST(DaemonTest, DamagedCheckpointExitsWithCode5) {
   EXPECT_THAT(output, HasSubstr("damaged"));
 }
 
+TEST(DaemonTest, AnUnwritableCheckpointDirIsRefusedAtStartUp) {
+  const std::string file = std::string(std::getenv("TEST_TMPDIR")) + "/file";
+  ASSERT_EQ(std::system(("echo not a folder > " + file).c_str()), 0);
+  std::string output;
+  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --checkpoint_dir=" + file, &output),
+            2);
+  EXPECT_THAT(output, HasSubstr("--checkpoint_dir=" + file));
+}
+
+// Two clean stops save two checkpoints; damage to the newest makes the
+// next start restore the previous one (its log says why; checkpoint_test
+// checks the reasons).
+TEST(DaemonTest, ADamagedNewestCheckpointFallsBackToThePrevious) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/twice";
+  const Tensor first = Ramp({64}, 1.0f, 1.0f);
+  std::unique_ptr<LocalWorker> worker = testing::RestartedOnCheckpointDir(
+      dir, [&](Client& client, const std::string& address) {
+        ASSERT_TRUE(client.CreateParameterFrom(address, "kept", first).ok());
+      });
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  RemoteParameter kept = *client.FindParameter(worker->address(), "kept");
+  ASSERT_TRUE(client.WriteParameter(kept, Ramp({64}, -1.0f, 0.5f)).ok());
+  ASSERT_EQ(*worker->Stop(), 0);  // The newest checkpoint: the write.
+  // Damage the newest values.
+  const std::string values =
+      dir + "/parameters/" + std::to_string(kept.id) + ".bin";
+  ASSERT_EQ(std::system(("printf 'XXXX' | dd of=" + values +
+                         " bs=1 seek=8 conv=notrunc 2>/dev/null")
+                            .c_str()),
+            0);
+  LocalWorkerOptions options;
+  options.flags = {"--checkpoint_dir=" + dir};
+  absl::StatusOr<std::unique_ptr<LocalWorker>> restarted =
+      LocalWorker::Start(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  Client again;
+  RemoteParameter restored =
+      *again.FindParameter((*restarted)->address(), "kept");
+  EXPECT_TRUE(SameBytes(*again.ReadParameter(restored), first));
+}
+
 class HealthTest : public testing::WorkerTest {
  protected:
   std::unique_ptr<Health::Stub> Stub() {

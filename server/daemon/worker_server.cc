@@ -95,10 +95,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     }
   }
   if (!options.checkpoint_dir.empty()) {
-    absl::StatusOr<size_t> restored =
+    absl::Status usable = CheckCheckpointDir(options.checkpoint_dir);
+    if (!usable.ok()) return usable;
+    absl::StatusOr<RestoredCheckpoint> restored =
         LoadCheckpoint(worker->parameters_, options.checkpoint_dir);
     if (!restored.ok()) return restored.status();
-    worker->restored_parameters_ = *restored;
+    worker->restored_parameters_ = restored->parameters;
+    worker->checkpoint_fell_back_ = restored->fell_back;
   }
   worker->health_.Set("", HealthCheckResponse::NOT_SERVING);
   for (const char* service : kServedServices) {

@@ -75,6 +75,11 @@ class WorkerServer {
 
   // Parameters restored from --checkpoint_dir at start-up.
   size_t restored_parameters() const { return restored_parameters_; }
+  // Empty, or why the previous checkpoint was restored instead of the
+  // newest.
+  const std::string& checkpoint_fell_back() const {
+    return checkpoint_fell_back_;
+  }
   // Parameters saved to --checkpoint_dir by Shutdown().
   size_t saved_parameters() const { return saved_parameters_; }
 
@@ -117,6 +122,7 @@ class WorkerServer {
   std::vector<std::string> plugin_kinds_;
   std::vector<std::string> rejected_plugin_kinds_;
   size_t restored_parameters_ = 0;
+  std::string checkpoint_fell_back_;
   size_t saved_parameters_ = 0;
 };
 

@@ -2,14 +2,19 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
 
@@ -18,7 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint32_t kFormat = 1;
+// Format 2: index.binpb is kMagic, the payload's crc32 (4 bytes, little
+// endian), then the payload, a CheckpointIndex that holds each values
+// file's crc32. Format 1 (the bare index, no checksums) still loads.
+constexpr uint32_t kFormat = 2;
+constexpr uint32_t kFormatWithoutChecksums = 1;
+constexpr char kMagic[8] = {'D', 'O', 'P', 'T', 'C', 'K', 'P', '2'};
 constexpr char kIndexName[] = "index.binpb";
 // Values move between device and file in blocks of this size, so that a
 // large parameter never needs a host copy of its whole size.
@@ -28,17 +38,26 @@ std::string ValuesFile(const fs::path& dir, uint64_t id) {
   return (dir / absl::StrCat(id, ".bin")).string();
 }
 
+uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
+  return static_cast<uint32_t>(
+      crc32(crc, reinterpret_cast<const Bytef*>(data),
+            static_cast<uInt>(size)));  // size <= kBlockBytes < 4 GiB.
+}
+
 // Writes `size` bytes produced block by block by `read` into `path`, and
-// makes them durable before returning.
+// makes them durable before returning; `*crc` gets their crc32.
 template <typename Read>
-absl::Status WriteDurably(const std::string& path, size_t size, Read read) {
+absl::Status WriteDurably(const std::string& path, size_t size, Read read,
+                          uint32_t* crc) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
   std::vector<char> block(std::min(size, kBlockBytes));
   absl::Status status;
+  *crc = Crc32(0, nullptr, 0);
   for (size_t offset = 0; offset < size && status.ok();) {
     const size_t length = std::min(kBlockBytes, size - offset);
     status = read(offset, length, block.data());
+    if (status.ok()) *crc = Crc32(*crc, block.data(), length);
     for (size_t done = 0; status.ok() && done < length;) {
       const ssize_t n = write(fd, block.data() + done, length - done);
       if (n <= 0)
@@ -70,6 +89,184 @@ absl::Status FromErrorCode(const std::error_code& error,
   return absl::InternalError(absl::StrCat(what, ": ", error.message()));
 }
 
+std::string Envelope(const std::string& payload) {
+  const uint32_t crc =
+      Crc32(Crc32(0, nullptr, 0), payload.data(), payload.size());
+  std::string bytes(kMagic, sizeof(kMagic));
+  for (int i = 0; i < 4; ++i)
+    bytes.push_back(static_cast<char>(crc >> (8 * i)));
+  return bytes + payload;
+}
+
+// A checkpoint folder whose index, fields, sizes and checksums were all
+// checked.
+struct Verified {
+  fs::path folder;
+  checkpoint::CheckpointIndex index;
+  std::vector<ParameterInfo> infos;
+};
+
+absl::Status Damaged(const fs::path& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path.string(), ": ", what));
+}
+
+absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return Damaged(path, "missing or unreadable");
+  const std::string bytes((std::istreambuf_iterator<char>(file)),
+                          std::istreambuf_iterator<char>());
+  checkpoint::CheckpointIndex index;
+  if (bytes.size() >= sizeof(kMagic) + 4 &&
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0) {
+    uint32_t stored = 0;
+    for (int i = 0; i < 4; ++i) {
+      stored |= static_cast<uint32_t>(
+                    static_cast<unsigned char>(bytes[sizeof(kMagic) + i]))
+                << (8 * i);
+    }
+    const char* payload = bytes.data() + sizeof(kMagic) + 4;
+    const size_t size = bytes.size() - sizeof(kMagic) - 4;
+    if (Crc32(Crc32(0, nullptr, 0), payload, size) != stored) {
+      return Damaged(path, "checksum mismatch (the index is damaged)");
+    }
+    if (!index.ParseFromArray(payload, static_cast<int>(size)) ||
+        index.format() != kFormat) {
+      return Damaged(path, absl::StrCat("not a format ", kFormat, " index"));
+    }
+    if (index.values_crc32_size() != index.parameters_size()) {
+      return Damaged(path,
+                     absl::StrCat(index.values_crc32_size(), " checksums for ",
+                                  index.parameters_size(), " parameters"));
+    }
+    return index;
+  }
+  if (!index.ParseFromString(bytes) ||
+      index.format() != kFormatWithoutChecksums) {
+    return Damaged(path, absl::StrCat("damaged, or a format this daemon does "
+                                      "not know (expected ",
+                                      kFormat, ")"));
+  }
+  return index;
+}
+
+// The fields of a restored parameter agree with each other: the shape's
+// elements, their bytes, an id the daemon could have given, a version that
+// can still move on.
+absl::Status CheckInfo(const fs::path& index_path, const ParameterInfo& info) {
+  const std::string who =
+      absl::StrCat("parameter ", info.id, " (\"", info.name, "\")");
+  if (info.id == 0) return Damaged(index_path, who + ": id 0; ids start at 1");
+  if (info.version == std::numeric_limits<uint64_t>::max()) {
+    return Damaged(index_path,
+                   who + ": version 2^64-1; expected one that can move on");
+  }
+  int64_t elements = 1;
+  for (int64_t d : info.shape) {
+    if (d < 0 ||
+        (d > 0 && elements > std::numeric_limits<int64_t>::max() /
+                                 static_cast<int64_t>(ElementSize(info.dtype)) /
+                                 d)) {
+      return Damaged(index_path, who +
+                                     ": a shape with negative or "
+                                     "overflowing dimensions");
+    }
+    elements *= d;
+  }
+  if (elements != info.num_elements ||
+      info.byte_size !=
+          elements * static_cast<int64_t>(ElementSize(info.dtype))) {
+    return Damaged(index_path, absl::StrCat(who, ": ", info.num_elements,
+                                            " elements, ", info.byte_size,
+                                            " bytes; the shape and dtype give ",
+                                            elements, " elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> FileCrc32(const std::string& path, size_t size) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> block(std::min(size, kBlockBytes));
+  uint32_t crc = Crc32(0, nullptr, 0);
+  for (size_t offset = 0; offset < size;) {
+    const size_t length = std::min(kBlockBytes, size - offset);
+    if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
+      return Damaged(path, "cannot be read");
+    }
+    crc = Crc32(crc, block.data(), length);
+    offset += length;
+  }
+  return crc;
+}
+
+absl::StatusOr<Verified> Verify(const fs::path& folder) {
+  Verified verified;
+  verified.folder = folder;
+  const fs::path index_path = folder / kIndexName;
+  absl::StatusOr<checkpoint::CheckpointIndex> index = ReadIndex(index_path);
+  if (!index.ok()) return index.status();
+  verified.index = *std::move(index);
+  std::set<uint64_t> ids;
+  std::set<std::string> names;
+  for (int i = 0; i < verified.index.parameters_size(); ++i) {
+    absl::StatusOr<ParameterInfo> info =
+        ParameterInfoFromProto(verified.index.parameters(i));
+    if (!info.ok()) return Damaged(index_path, info.status().message());
+    absl::Status valid = CheckInfo(index_path, *info);
+    if (!valid.ok()) return valid;
+    if (!ids.insert(info->id).second || !names.insert(info->name).second) {
+      return Damaged(index_path, absl::StrCat("parameter ", info->id, " (\"",
+                                              info->name, "\") twice"));
+    }
+    const std::string path = ValuesFile(folder, info->id);
+    std::error_code error;
+    const uintmax_t size = fs::file_size(path, error);
+    if (error || size != static_cast<uintmax_t>(info->byte_size)) {
+      return Damaged(path,
+                     absl::StrCat("should hold ", info->byte_size,
+                                  " bytes for parameter \"", info->name, "\""));
+    }
+    if (verified.index.format() == kFormat) {
+      absl::StatusOr<uint32_t> crc =
+          FileCrc32(path, static_cast<size_t>(info->byte_size));
+      if (!crc.ok()) return crc.status();
+      if (*crc != verified.index.values_crc32(i)) {
+        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
+                                          "parameter \"",
+                                          info->name, "\" are damaged"));
+      }
+    }
+    verified.infos.push_back(*std::move(info));
+  }
+  return verified;
+}
+
+absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
+  for (const ParameterInfo& info : checkpoint.infos) {
+    // The device is this daemon's, whatever it was when saved.
+    const std::string path = ValuesFile(checkpoint.folder, info.id);
+    absl::Status status = store.Restore(info, [&](Tensor& values) {
+      std::ifstream in(path, std::ios::binary);
+      std::vector<char> block(std::min(values.byte_size(), kBlockBytes));
+      char* base = static_cast<char*>(values.data());
+      for (size_t offset = 0; offset < values.byte_size();) {
+        const size_t length =
+            std::min(kBlockBytes, values.byte_size() - offset);
+        if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
+          return Damaged(path, "cannot be read");
+        }
+        absl::Status copied =
+            store.backend()->CopyFromHost(base + offset, block.data(), length);
+        if (!copied.ok()) return copied;
+        offset += length;
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+  }
+  store.ReserveIdsBelow(checkpoint.index.next_id());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
@@ -77,7 +274,7 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   const fs::path root(dir);
   const fs::path fresh = root / "parameters.new";
   const fs::path current = root / "parameters";
-  const fs::path old = root / "parameters.old";
+  const fs::path previous = root / "parameters.old";
   std::error_code error;
   fs::create_directories(root, error);
   fs::remove_all(fresh, error);
@@ -94,87 +291,107 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
     absl::StatusOr<std::shared_ptr<Parameter>> parameter =
         store.Find(ParameterKey::ById(info.id));
     if (!parameter.ok()) return parameter.status();
+    uint32_t crc = 0;
     status = WriteDurably(
         ValuesFile(fresh, info.id), static_cast<size_t>(info.byte_size),
         [&](size_t offset, size_t length, char* out) {
           return (*parameter)->ReadBytes(info.version, offset, length, out);
-        });
+        },
+        &crc);
     if (!status.ok()) return status;
     ParameterInfoToProto(info, index.add_parameters());
+    index.add_values_crc32(crc);
   }
-  const std::string serialized = index.SerializeAsString();
+  const std::string serialized = Envelope(index.SerializeAsString());
+  uint32_t index_crc = 0;
   status = WriteDurably((fresh / kIndexName).string(), serialized.size(),
                         [&](size_t offset, size_t length, char* out) {
                           std::copy_n(serialized.data() + offset, length, out);
                           return absl::OkStatus();
-                        });
+                        },
+                        &index_crc);
   if (!status.ok()) return status;
   status = SyncDirectory(fresh);
   if (!status.ok()) return status;
 
-  // Swap the new checkpoint in; a crash between the renames leaves .old.
-  fs::remove_all(old, error);
-  if (fs::exists(current)) fs::rename(current, old, error);
+  // Swap the new checkpoint in and keep the one it replaces, to fall back
+  // on if the new one is found damaged. A crash between the renames leaves
+  // only the previous one, which a restore then uses.
+  if (fs::exists(current)) {
+    fs::remove_all(previous, error);
+    if (!error) fs::rename(current, previous, error);
+  }
   if (!error) fs::rename(fresh, current, error);
   status = FromErrorCode(error, "replacing the checkpoint in " + dir);
   if (!status.ok()) return status;
-  fs::remove_all(old, error);
   status = SyncDirectory(root);
   if (!status.ok()) return status;
   return all.size();
 }
 
-absl::StatusOr<size_t> LoadCheckpoint(ParameterStore& store,
-                                      const std::string& dir) {
-  fs::path folder = fs::path(dir) / "parameters";
-  if (!fs::exists(folder)) folder = fs::path(dir) / "parameters.old";
-  if (!fs::exists(folder)) return 0;
+absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
+                                                  const std::string& dir) {
+  const fs::path root(dir);
+  const fs::path newest = root / "parameters";
+  const fs::path previous = root / "parameters.old";
+  // What a save that did not finish left: never restored, never kept.
+  std::error_code error;
+  fs::remove_all(root / "parameters.new", error);
 
-  std::ifstream index_file(folder / kIndexName, std::ios::binary);
-  checkpoint::CheckpointIndex index;
-  if (!index_file || !index.ParseFromIstream(&index_file)) {
-    return absl::DataLossError(absl::StrCat("--checkpoint_dir=", dir, ": ",
-                                            (folder / kIndexName).string(),
-                                            " is missing or damaged"));
-  }
-  if (index.format() != kFormat) {
-    return absl::DataLossError(
-        absl::StrCat("--checkpoint_dir=", dir, ": checkpoint format ",
-                     index.format(), "; expected ", kFormat));
-  }
-  for (const v1::ParameterInfo& proto : index.parameters()) {
-    absl::StatusOr<ParameterInfo> info = ParameterInfoFromProto(proto);
-    if (!info.ok()) return absl::DataLossError(info.status().message());
-    // The device is this daemon's, whatever it was when saved.
-    const std::string path = ValuesFile(folder, info->id);
-    std::error_code error;
-    const uintmax_t size = fs::file_size(path, error);
-    if (error || size != static_cast<uintmax_t>(info->byte_size)) {
-      return absl::DataLossError(absl::StrCat(
-          "--checkpoint_dir=", dir, ": ", path, " should hold ",
-          info->byte_size, " bytes for parameter \"", info->name, "\""));
+  RestoredCheckpoint restored;
+  std::string problem;
+  if (fs::exists(newest)) {
+    absl::StatusOr<Verified> verified = Verify(newest);
+    if (verified.ok()) {
+      absl::Status status = Restore(store, *verified);
+      if (!status.ok()) return status;
+      restored.parameters = verified->infos.size();
+      return restored;
     }
-    absl::Status status = store.Restore(*info, [&](Tensor& values) {
-      std::ifstream in(path, std::ios::binary);
-      std::vector<char> block(std::min(values.byte_size(), kBlockBytes));
-      char* base = static_cast<char*>(values.data());
-      for (size_t offset = 0; offset < values.byte_size();) {
-        const size_t length =
-            std::min(kBlockBytes, values.byte_size() - offset);
-        if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
-          return absl::DataLossError(absl::StrCat("cannot read ", path));
-        }
-        absl::Status copied =
-            store.backend()->CopyFromHost(base + offset, block.data(), length);
-        if (!copied.ok()) return copied;
-        offset += length;
-      }
-      return absl::OkStatus();
-    });
-    if (!status.ok()) return status;
+    problem = std::string(verified.status().message());
+  } else if (fs::exists(previous)) {
+    problem = "the newest save did not finish";
   }
-  store.ReserveIdsBelow(index.next_id());
-  return static_cast<size_t>(index.parameters_size());
+  if (!fs::exists(previous)) {
+    if (problem.empty()) return restored;  // No checkpoint yet.
+    return absl::DataLossError(
+        absl::StrCat("--checkpoint_dir=", dir, ": ", problem,
+                     "; and no previous checkpoint to fall back on"));
+  }
+  absl::StatusOr<Verified> verified = Verify(previous);
+  if (!verified.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "--checkpoint_dir=", dir, ": no whole checkpoint: the newest: ",
+        problem, "; the previous: ", verified.status().message()));
+  }
+  absl::Status status = Restore(store, *verified);
+  if (!status.ok()) return status;
+  restored.parameters = verified->infos.size();
+  restored.fell_back =
+      absl::StrCat("the previous checkpoint (", previous.string(),
+                   ") was restored: ", problem);
+  return restored;
+}
+
+absl::Status CheckCheckpointDir(const std::string& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error || !fs::is_directory(dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_dir=", dir, ": not a folder that can be made",
+        error ? absl::StrCat(" (", error.message(), ")") : ""));
+  }
+  // Writable now, not only at the first save, after the session's work.
+  const std::string probe = (fs::path(dir) / ".distopt_write_probe").string();
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_dir=", dir, ": cannot write into it (",
+                     std::strerror(errno), "); expected a writable folder"));
+  }
+  close(fd);
+  unlink(probe.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace distopt

@@ -2,11 +2,14 @@
 // parameters (ids, names, versions and values) from the folder at start-up
 // and saves them there when it shuts down gracefully.
 //
-// Layout: DIR/parameters/index.binpb (a CheckpointIndex) and one
-// DIR/parameters/<id>.bin per parameter. A save is written to
-// DIR/parameters.new and swapped in by renames, so a crash mid-save leaves
-// the previous checkpoint readable (as DIR/parameters, or DIR/parameters.old
-// between the two renames).
+// Layout: DIR/parameters/index.binpb (a CheckpointIndex in a checksummed
+// envelope) and one DIR/parameters/<id>.bin per parameter, whose crc32 the
+// index holds. A save is written to DIR/parameters.new, fsynced, and
+// swapped in by renames; the previous checkpoint stays as
+// DIR/parameters.old. A restore verifies every checksum, size and field
+// before it restores anything, and falls back to the previous checkpoint
+// when the newest is damaged or unfinished (a crash between the renames),
+// saying so.
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 
@@ -22,11 +25,23 @@ namespace distopt {
 absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
                                       const std::string& dir);
 
-// Restores the parameters saved in `dir` into an empty `store`; returns how
-// many (0 when `dir` holds no checkpoint yet). DATA_LOSS when the
-// checkpoint is damaged.
-absl::StatusOr<size_t> LoadCheckpoint(ParameterStore& store,
-                                      const std::string& dir);
+struct RestoredCheckpoint {
+  size_t parameters = 0;
+  // Empty when the newest checkpoint was restored (or there was none);
+  // otherwise why the previous one was.
+  std::string fell_back;
+};
+
+// Restores the parameters saved in `dir` into an empty `store` (none when
+// `dir` holds no checkpoint yet), and removes what an unfinished save left.
+// DATA_LOSS naming the file and what is wrong when no checkpoint in `dir`
+// is whole.
+absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
+                                                  const std::string& dir);
+
+// INVALID_ARGUMENT unless `dir` is (or can be made) a folder this process
+// can write: checked at start-up, not at the first save.
+absl::Status CheckCheckpointDir(const std::string& dir);
 
 }  // namespace distopt
 

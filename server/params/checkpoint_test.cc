@@ -1,20 +1,26 @@
 #include "server/params/checkpoint.h"
 
+#include <zlib.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <vector>
 
 #include "common/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/params/checkpoint_index.pb.h"
 #include "server/params/parameter_write.h"
 
 namespace distopt {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -79,9 +85,10 @@ TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
 
   MemoryBudget budget(0, 0);
   ParameterStore restored(CpuBackend(), &budget);
-  absl::StatusOr<size_t> loaded = LoadCheckpoint(restored, dir_);
+  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(*loaded, 4u);
+  EXPECT_EQ(loaded->parameters, 4u);
+  EXPECT_EQ(loaded->fell_back, "");
   const auto before = original.List("", 0, 100).parameters;
   const auto after = restored.List("", 0, 100).parameters;
   ASSERT_EQ(before.size(), after.size());
@@ -105,7 +112,7 @@ TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
 
 TEST_F(CheckpointTest, NoCheckpointYetRestoresNothing) {
   ParameterStore store(CpuBackend(), &budget_);
-  EXPECT_EQ(*LoadCheckpoint(store, dir_), 0u);
+  EXPECT_EQ(LoadCheckpoint(store, dir_)->parameters, 0u);
 }
 
 TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
@@ -116,12 +123,13 @@ TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   MemoryBudget budget(0, 0);
   ParameterStore restored(CpuBackend(), &budget);
-  EXPECT_EQ(*LoadCheckpoint(restored, dir_), 3u);
-  EXPECT_FALSE(fs::exists(dir_ + "/parameters.old"));
+  EXPECT_EQ(LoadCheckpoint(restored, dir_)->parameters, 3u);
+  // The first save stays as the previous checkpoint.
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.old"));
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
-TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsTheOldCheckpoint) {
+TEST_F(CheckpointTest, ACrashBetweenTheRenamesRestoresThePrevious) {
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
@@ -129,27 +137,156 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsTheOldCheckpoint) {
   fs::create_directory(dir_ + "/parameters.new");  // An unfinished save.
   MemoryBudget budget(0, 0);
   ParameterStore restored(CpuBackend(), &budget);
-  EXPECT_EQ(*LoadCheckpoint(restored, dir_), 4u);
+  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->parameters, 4u);
+  EXPECT_THAT(loaded->fell_back, HasSubstr("did not finish"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));  // Cleaned up.
 }
 
-TEST_F(CheckpointTest, DamageIsDataLoss) {
+// Damage done to the newest of two checkpoints (the first holds "w" at its
+// initial values, the second after a write): each kind is caught before
+// anything is restored, and the previous checkpoint is restored, saying
+// why; with no previous one it is DATA_LOSS naming the file.
+class CheckpointDamageTest : public CheckpointTest {
+ protected:
+  // Saves twice: the previous checkpoint, then the newest.
+  void SaveTwo() {
+    ParameterStore store(CpuBackend(), &budget_);
+    Populate(store);
+    w_ = (*store.Find(ParameterKey::ByName("w")))->id();
+    big_ = (*store.Find(ParameterKey::ByName("big")))->id();
+    ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+    std::shared_ptr<Parameter> w = *store.Find(ParameterKey::ById(w_));
+    auto write = *ParameterWrite::Begin(w, store);
+    std::vector<float> values(15, -2.0f);
+    ASSERT_TRUE(
+        write->AddChunk(0, {reinterpret_cast<char*>(values.data()), 60}).ok());
+    ASSERT_TRUE(write->Commit().ok());
+    ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+  }
+
+  std::string Newest(const std::string& name) const {
+    return dir_ + "/parameters/" + name;
+  }
+  std::string ValuesOf(uint64_t id) const {
+    return Newest(std::to_string(id) + ".bin");
+  }
+
+  static void FlipByte(const std::string& path, std::streamoff offset) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(offset);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte ^= 0x10;
+    file.seekp(offset);
+    file.write(&byte, 1);
+  }
+
+  // Restores and checks it fell back to the previous save because of
+  // `why`; returns the restored "w".
+  std::vector<char> ExpectFallBack(const std::string& why) {
+    MemoryBudget budget(0, 0);
+    ParameterStore restored(CpuBackend(), &budget);
+    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok()) return {};
+    EXPECT_EQ(loaded->parameters, 4u);
+    EXPECT_THAT(loaded->fell_back, HasSubstr(why));
+    return Bytes(restored, w_);
+  }
+
+  uint64_t w_ = 0;
+  uint64_t big_ = 0;
+};
+
+TEST_F(CheckpointDamageTest, AFlippedValueByteFallsBackToThePrevious) {
+  SaveTwo();
+  FlipByte(ValuesOf(big_), 12345);
+  const std::vector<char> w = ExpectFallBack("checksum mismatch");
+  // The previous save's "w": its initial values, not the later write's.
+  std::vector<float> values(15);
+  std::memcpy(values.data(), w.data(), 60);
+  EXPECT_NE(values[0], -2.0f);
+}
+
+TEST_F(CheckpointDamageTest, AFlippedIndexBitFallsBackToThePrevious) {
+  SaveTwo();
+  const std::streamoff size =
+      static_cast<std::streamoff>(fs::file_size(Newest("index.binpb")));
+  FlipByte(Newest("index.binpb"), size / 2);
+  ExpectFallBack("the index is damaged");
+}
+
+TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
+  SaveTwo();
+  fs::rename(ValuesOf(w_), dir_ + "/w.bin");
+  ExpectFallBack("should hold");  // Missing.
+  // Another parameter's bytes, cut to the right size: sizes agree,
+  // checksums do not.
+  fs::copy_file(ValuesOf(big_), ValuesOf(w_));
+  fs::resize_file(ValuesOf(w_), 60);
+  ExpectFallBack("checksum mismatch");
+}
+
+TEST_F(CheckpointDamageTest, WithoutAPreviousCheckpointDamageIsDataLoss) {
+  SaveTwo();
+  fs::remove_all(dir_ + "/parameters.old");
+  FlipByte(ValuesOf(w_), 3);
+  MemoryBudget budget(0, 0);
+  ParameterStore restored(CpuBackend(), &budget);
+  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr(std::to_string(w_) + ".bin: checksum mismatch"));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("\"w\""));
+  EXPECT_EQ(restored.List("", 0, 100).parameters.size(), 0u);  // Nothing.
+  std::ofstream(Newest("index.binpb")) << "garbage";
+  EXPECT_EQ(LoadCheckpoint(restored, dir_).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// Index fields that do not fit together are refused even in an index whose
+// checksum is right (an edited checkpoint, or a writer's bug).
+TEST_F(CheckpointTest, InconsistentIndexFieldsAreRefused) {
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  const uint64_t w = (*store.Find(ParameterKey::ByName("w")))->id();
-  fs::resize_file(dir_ + "/parameters/" + std::to_string(w) + ".bin", 12);
+  fs::remove_all(dir_ + "/parameters.old");
+  const std::string index_path = dir_ + "/parameters/index.binpb";
+  std::string bytes;
   {
+    std::ifstream in(index_path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in),
+                 std::istreambuf_iterator<char>());
+  }
+  // The envelope: 8 bytes of magic, 4 of crc32, then the index.
+  checkpoint::CheckpointIndex original;
+  ASSERT_TRUE(original.ParseFromString(bytes.substr(12)));
+  auto rewrite = [&](const std::function<void(v1::ParameterInfo&)>& edit) {
+    checkpoint::CheckpointIndex index = original;
+    edit(*index.mutable_parameters(0));
+    const std::string payload = index.SerializeAsString();
+    const uint32_t crc = static_cast<uint32_t>(crc32(
+        crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(payload.data()),
+        static_cast<uInt>(payload.size())));
+    std::string envelope = bytes.substr(0, 8);
+    for (int i = 0; i < 4; ++i)
+      envelope.push_back(static_cast<char>(crc >> (8 * i)));
+    std::ofstream(index_path, std::ios::binary | std::ios::trunc)
+        << envelope + payload;
     MemoryBudget budget(0, 0);
     ParameterStore restored(CpuBackend(), &budget);
-    absl::StatusOr<size_t> loaded = LoadCheckpoint(restored, dir_);
+    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
     EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
-    EXPECT_THAT(loaded.status().message(), ::testing::HasSubstr("\"w\""));
-  }
-  std::ofstream(dir_ + "/parameters/index.binpb") << "garbage";
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  EXPECT_EQ(LoadCheckpoint(restored, dir_).status().code(),
-            absl::StatusCode::kDataLoss);
+    return std::string(loaded.status().message());
+  };
+  EXPECT_THAT(rewrite([](v1::ParameterInfo& p) { p.set_version(~0ull); }),
+              HasSubstr("version 2^64-1"));
+  EXPECT_THAT(rewrite([](v1::ParameterInfo& p) { p.set_id(0); }),
+              HasSubstr("id 0"));
+  EXPECT_THAT(rewrite([](v1::ParameterInfo& p) { p.add_shape(2); }),
+              HasSubstr("the shape and dtype give"));
 }
 
 TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
@@ -160,6 +297,18 @@ TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
   ParameterStore restored(CpuBackend(), &small);
   EXPECT_EQ(LoadCheckpoint(restored, dir_).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+TEST(CheckpointDirTest, AFolderThatCannotBeWrittenIsRefusedAtOnce) {
+  const std::string base = std::getenv("TEST_TMPDIR");
+  EXPECT_TRUE(CheckCheckpointDir(base + "/made/on/demand").ok());
+  std::ofstream(base + "/a_file") << "not a folder";
+  absl::Status file = CheckCheckpointDir(base + "/a_file");
+  EXPECT_EQ(file.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(file.message(),
+              HasSubstr("--checkpoint_dir=" + base + "/a_file"));
+  EXPECT_EQ(CheckCheckpointDir("/proc/no_folder_here").code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
