@@ -299,6 +299,33 @@ TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// Checkpoints written before the checksums (format 1: the bare index) still
+// load.
+TEST_F(CheckpointTest, AFormatOneCheckpointStillLoads) {
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+  const std::string index_path = dir_ + "/parameters/index.binpb";
+  std::string bytes;
+  {
+    std::ifstream in(index_path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in),
+                 std::istreambuf_iterator<char>());
+  }
+  checkpoint::CheckpointIndex index;
+  ASSERT_TRUE(index.ParseFromString(bytes.substr(12)));
+  index.set_format(1);
+  index.clear_values_crc32();
+  std::ofstream(index_path, std::ios::binary | std::ios::trunc)
+      << index.SerializeAsString();
+  MemoryBudget budget(0, 0);
+  ParameterStore restored(CpuBackend(), &budget);
+  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->parameters, 4u);
+  EXPECT_EQ(loaded->fell_back, "");
+}
+
 TEST(CheckpointDirTest, AFolderThatCannotBeWrittenIsRefusedAtOnce) {
   const std::string base = std::getenv("TEST_TMPDIR");
   EXPECT_TRUE(CheckCheckpointDir(base + "/made/on/demand").ok());
