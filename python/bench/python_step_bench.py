@@ -127,7 +127,7 @@ def main():
                       f"{ratio:11.2f}x")
                 summary.append(
                     f"step p50, {count} worker(s): Python {python:.1f} us, "
-                    f"C++ {cpp['step_p50_us']:.1f} us: +{diff:.1f} us "
+                    f"C++ {cpp['step_p50_us']:.1f} us: {diff:+.1f} us "
                     f"(goal <= 25); PyTorch RPC {peer or float('nan'):.1f} us"
                     f": {ratio:.2f}x (goal >= 3)")
                 if count == 1:
