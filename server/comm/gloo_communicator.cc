@@ -24,6 +24,10 @@
 namespace distopt {
 namespace {
 
+// AllGatherSegments sends segments this large on average straight from
+// and into their memory; smaller ones are packed into one buffer.
+constexpr size_t kSegmentRingMinAverageBytes = size_t{256} << 10;
+
 // Slots of the ring collectives (gloo's own prefixes are 0x01 to 0x08).
 constexpr uint8_t kRingSlotPrefix = 0x41;
 // The pieces the ring reduce-scatter moves blocks in: small enough to stay
@@ -338,6 +342,19 @@ class GlooCommunicator : public Communicator {
           "blocks: ", blocks.size(), "; expected one per rank (", w, ")"));
     }
     if (w == 1) return absl::OkStatus();
+    // Many small segments cost more as transfers of their own than as
+    // copies into one buffer (measured: 200 parameters of 4 KiB took 7 ms
+    // as segments, 4 ms packed): pack them.
+    size_t bytes = 0, segments = 0;
+    for (const auto& block : blocks) {
+      for (absl::Span<char> segment : block) {
+        bytes += segment.size();
+        segments += segment.empty() ? 0 : 1;
+      }
+    }
+    if (segments > 0 && bytes / segments < kSegmentRingMinAverageBytes) {
+      return Communicator::AllGatherSegments(blocks);
+    }
     return Guard("all-gather", [&] {
       std::vector<std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>>
           buffers(w);

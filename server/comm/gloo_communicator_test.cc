@@ -153,35 +153,41 @@ TEST(GlooCommunicatorTest, AllGatherBlocksGivesEveryRankEveryBlock) {
 }
 
 // Block r in pieces of its own memory (one empty): every rank ends with
-// every piece, through gloo's ring over the pieces and through the default
-// that packs them around AllGatherBlocks.
+// every piece, through gloo's ring over the pieces (large ones), packed
+// into one buffer (small ones), and through the default that packs.
 TEST(GlooCommunicatorTest, AllGatherSegmentsFillsEveryRanksPieces) {
-  for (bool packed : {false, true}) {
-    OnGlooRanks(3, [&](Communicator& c) {
-      // Rank r's block: pieces of 2, 0 and r + 1 bytes.
-      std::vector<std::vector<std::string>> pieces(3);
-      for (int r = 0; r < 3; ++r) {
-        const char mark = static_cast<char>(r == c.rank() ? 'a' + r : '?');
-        pieces[r] = {std::string(2, mark), "", std::string(r + 1, mark)};
-      }
-      std::vector<std::vector<absl::Span<char>>> blocks(3);
-      for (int r = 0; r < 3; ++r) {
-        for (std::string& piece : pieces[r]) {
-          blocks[r].push_back(absl::MakeSpan(piece));
+  for (size_t scale : {size_t{1}, size_t{300} << 10}) {
+    for (bool base_default : {false, true}) {
+      OnGlooRanks(3, [&](Communicator& c) {
+        // Rank r's block: pieces of 2, 0 and r + 1 times `scale` bytes.
+        std::vector<std::vector<std::string>> pieces(3);
+        for (int r = 0; r < 3; ++r) {
+          const char mark = static_cast<char>(r == c.rank() ? 'a' + r : '?');
+          pieces[r] = {std::string(2 * scale, mark), "",
+                       std::string((r + 1) * scale, mark)};
         }
-      }
-      absl::Status gathered = packed ? c.Communicator::AllGatherSegments(blocks)
-                                     : c.AllGatherSegments(blocks);
-      ASSERT_TRUE(gathered.ok()) << gathered;
-      for (int r = 0; r < 3; ++r) {
-        const char mark = static_cast<char>('a' + r);
-        EXPECT_EQ(pieces[r][0], std::string(2, mark)) << packed;
-        EXPECT_EQ(pieces[r][2], std::string(r + 1, mark)) << packed;
-      }
-      blocks.pop_back();  // One block per rank.
-      EXPECT_EQ(c.AllGatherSegments(blocks).code(),
-                absl::StatusCode::kInvalidArgument);
-    });
+        std::vector<std::vector<absl::Span<char>>> blocks(3);
+        for (int r = 0; r < 3; ++r) {
+          for (std::string& piece : pieces[r]) {
+            blocks[r].push_back(absl::MakeSpan(piece));
+          }
+        }
+        absl::Status gathered = base_default
+                                    ? c.Communicator::AllGatherSegments(blocks)
+                                    : c.AllGatherSegments(blocks);
+        ASSERT_TRUE(gathered.ok()) << gathered;
+        for (int r = 0; r < 3; ++r) {
+          const char mark = static_cast<char>('a' + r);
+          EXPECT_EQ(pieces[r][0], std::string(2 * scale, mark))
+              << scale << " " << base_default;
+          EXPECT_EQ(pieces[r][2], std::string((r + 1) * scale, mark))
+              << scale << " " << base_default;
+        }
+        blocks.pop_back();  // One block per rank.
+        EXPECT_EQ(c.AllGatherSegments(blocks).code(),
+                  absl::StatusCode::kInvalidArgument);
+      });
+    }
   }
 }
 
