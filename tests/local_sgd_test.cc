@@ -88,6 +88,7 @@ TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
   std::vector<v1::PostLocalSgdInfo> infos;
   ASSERT_TRUE(CreateOnEveryRank(Spec(0.0, 2), &infos).ok());
   EXPECT_EQ(infos[1].rank(), 1);
+  EXPECT_EQ(infos[1].bucket_bytes(), 25 << 20);  // DDP's default.
   EXPECT_EQ(infos[1].next_averaging_step(), 2);
   EXPECT_EQ(infos[1].next_averaging_group_size(), 2);
   EXPECT_THAT(infos[1].next_averaging_ranks(), ElementsAre(0, 1));
@@ -261,10 +262,13 @@ TEST_F(LocalSgdTest, BadRequestsGetClearErrors) {
   negative.set_subgroup_size(-2);
   v1::CreatePostLocalSgdRequest unknown = Spec(0.0, 2);
   unknown.mutable_groups(0)->add_parameter_names("fc9.weight");
+  v1::CreatePostLocalSgdRequest tiny_bucket = Spec(0.0, 2);
+  tiny_bucket.set_bucket_bytes(100);
   for (const auto& [request, expected] :
        {std::make_pair(no_averager, "averager: not set"),
         std::make_pair(negative, "subgroup_size: -2"),
-        std::make_pair(unknown, "\"fc9.weight\"")}) {
+        std::make_pair(unknown, "\"fc9.weight\""),
+        std::make_pair(tiny_bucket, "bucket_bytes: 100; expected 4096")}) {
     v1::PostLocalSgdInfo info;
     grpc::Status refused = LocalSgdCall(
         0, &v1::LocalSgdService::Stub::CreatePostLocalSgd, request, &info);

@@ -13,7 +13,6 @@ namespace {
 
 // Gradients and averaged parameters travel in buckets of DDP's 25 MiB: the
 // scratch they need is bounded by it, not by the model.
-constexpr int64_t kBucketElements = kDefaultBucketBytes / sizeof(float);
 
 std::string DescribeAverager(const AveragerSpec& spec) {
   std::vector<std::string> periods;
@@ -55,7 +54,8 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
       absl::StrCat("start_localsgd_iter=", options.start_localsgd_iter,
                    " post_local_gradient_allreduce=",
                    options.post_local_gradient_allreduce,
-                   " subgroup_size=", options.subgroup_size));
+                   " subgroup_size=", options.subgroup_size,
+                   " bucket_bytes=", options.bucket_bytes));
   absl::Status same = CheckSameOnEveryRank(global, parts);
   if (!same.ok()) return same;
   // The same specification on every rank: what follows fails alike on all.
@@ -176,9 +176,11 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
     }
   }
   const std::vector<GradientBucket> plan =
-      *reducer == nullptr ? std::vector<GradientBucket>()
-                          : PlanGradientBuckets(groups_, SingleOwner(groups_),
-                                                1, present, kBucketElements);
+      *reducer == nullptr
+          ? std::vector<GradientBucket>()
+          : PlanGradientBuckets(
+                groups_, SingleOwner(groups_), 1, present,
+                options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
   gradient_storage_.resize(LargestBucket(plan));
   for (const GradientBucket& bucket : plan) {
     absl::Span<float> values(gradient_storage_.data(), bucket.size);
@@ -200,8 +202,10 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
         if (present[g][i]) params.push_back(groups_[g].params[i]);
       }
     }
-    status = AverageParameters(**averaging, params, kBucketElements,
-                               &average_storage_);
+    status = AverageParameters(
+        **averaging, params,
+        options_.bucket_bytes / static_cast<int64_t>(sizeof(float)),
+        &average_storage_);
     if (!status.ok()) return status;
   }
   averager_.Advance();

@@ -36,6 +36,9 @@ struct LocalSgdOptions {
   // many ranks (the ranks of one node), or, when false, not at all.
   bool post_local_gradient_allreduce = true;
   int subgroup_size = 1;
+  // Gradients are reduced, and parameters averaged, in buckets of at most
+  // this many bytes (DDP's bucket_cap_mb): the step's scratch.
+  int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
 class LocalSgdOptimizer {
@@ -81,6 +84,13 @@ class LocalSgdOptimizer {
 
   const ModelAverager& averager() const { return averager_; }
   const LocalSgdOptions& options() const { return options_; }
+  // Bytes of the step's scratch buffers, kept between steps: bounded by
+  // options().bucket_bytes, not by the model.
+  int64_t scratch_bytes() const {
+    return static_cast<int64_t>(
+        (gradient_storage_.capacity() + average_storage_.capacity()) *
+        sizeof(float));
+  }
   int world_size() const { return world_size_; }
 
  private:

@@ -156,18 +156,21 @@ struct RankRun {
   std::vector<OptimizerStateDict> state_dicts;
   std::vector<int64_t> steps;
   std::vector<absl::Status> errors;
+  std::vector<int64_t> scratch_bytes;
 };
 
 // Runs steps [first, last) on every rank, starting from `start` and, when
 // given, the state dicts of an earlier run.
 void RunRanks(int first, int last, const Model& start, RankRun& run,
-              const RankRun* resume = nullptr) {
+              const RankRun* resume = nullptr,
+              const LocalSgdOptions& options = Options()) {
   auto registry = OptimizerRegistry::WithBuiltins();
   run.snapshots.clear();
   for (int s = first; s < last; ++s) run.snapshots.push_back(InitialModel());
   run.state_dicts.resize(kWorld);
   run.steps.resize(kWorld);
   run.errors.resize(kWorld);
+  run.scratch_bytes.resize(kWorld);
   OnGlooGroups(kWorld, [&](CommunicatorGroup& group) {
     const int r = group.global().rank();
     std::vector<std::vector<Tensor>> params(kModel.size());
@@ -182,7 +185,7 @@ void RunRanks(int first, int last, const Model& start, RankRun& run,
     }
     std::vector<std::string> warnings;
     auto optimizer = LocalSgdOptimizer::Create(
-        group, *registry->Find("sgd"), "sgd", groups, Options(), &warnings);
+        group, *registry->Find("sgd"), "sgd", groups, options, &warnings);
     ASSERT_TRUE(optimizer.ok()) << optimizer.status();
     if (resume != nullptr) {
       ASSERT_TRUE((*optimizer)
@@ -212,6 +215,7 @@ void RunRanks(int first, int last, const Model& start, RankRun& run,
     }
     run.state_dicts[r] = *(*optimizer)->StateDict();
     run.steps[r] = (*optimizer)->step();
+    run.scratch_bytes[r] = (*optimizer)->scratch_bytes();
   });
 }
 
@@ -270,6 +274,39 @@ TEST(PostLocalSgdTest, FollowsTheScheduleAndAveragesWithinEachGroup) {
   EXPECT_EQ(averaged_in_pairs, 2);  // Steps 6 and 10.
 
   EXPECT_EQ(averaged_globally, 2);  // Steps 4 and 8.
+}
+
+// Buckets of 32 bytes (8 values: several per step, larger parameters
+// alone) reduce the gradients and average the parameters to the model the
+// default 25 MiB bucket gives, within fp32 summation order (the averaged
+// parameters are not exact sums; another layout adds them in another
+// order).
+TEST(PostLocalSgdTest, SmallBucketsGiveTheSameModel) {
+  constexpr int kSteps = 9;
+  RankRun whole, bucketed;
+  RunRanks(0, kSteps, InitialModel(), whole);
+  LocalSgdOptions options = Options();
+  options.bucket_bytes = 32;
+  RunRanks(0, kSteps, InitialModel(), bucketed, nullptr, options);
+  for (int r = 0; r < kWorld; ++r) {
+    // One bucket is the whole model by default; with 32-byte buckets the
+    // largest holds one parameter (30 values), and the fp32 ones are
+    // averaged where they lie.
+    EXPECT_EQ(whole.scratch_bytes[r], 2 * 48 * 4) << "rank " << r;
+    EXPECT_EQ(bucketed.scratch_bytes[r], (30 + 7) * 4) << "rank " << r;
+  }
+  for (int s = 0; s < kSteps; ++s) {
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_TRUE(bucketed.errors[r].ok()) << bucketed.errors[r];
+      for (size_t g = 0; g < kModel.size(); ++g) {
+        for (size_t i = 0; i < kModel[g].size(); ++i) {
+          EXPECT_TRUE(Close(bucketed.snapshots[s][r][g][i],
+                            whole.snapshots[s][r][g][i]))
+              << "step " << s << " rank " << r << " " << g << "/" << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(PostLocalSgdTest, AResumedRunEqualsAnUninterruptedOne) {

@@ -39,6 +39,7 @@ LocalSgdInfo LocalSgdRunner::StatusLocked() const {
       : options.post_local_gradient_allreduce   ? options.subgroup_size
                                                 : 0;
   status.warnings = warnings_;
+  status.bucket_bytes = options.bucket_bytes;
   status.damage = optimizer_->damage();
   return status;
 }

@@ -37,6 +37,7 @@ struct LocalSgdInfo {
   int64_t step = 0;
   Averaging next_averaging;
   int next_gradient_group_size = 0;  // 0: none.
+  int64_t bucket_bytes = 0;
   std::vector<std::string> warnings;
   // Not OK after a step failed half-way (see LocalSgdOptimizer::damage).
   absl::Status damage;

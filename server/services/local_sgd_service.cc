@@ -4,6 +4,7 @@
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
+#include "server/services/bucket_bytes.h"
 #include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 #include "server/services/named_groups_proto.h"
@@ -32,6 +33,7 @@ grpc::Status Reply(const absl::StatusOr<LocalSgdInfo>& info,
     response->add_warnings(warning);
   }
   response->set_inconsistent(std::string(info->damage.message()));
+  response->set_bucket_bytes(info->bucket_bytes);
   return grpc::Status::OK;
 }
 
@@ -70,6 +72,9 @@ absl::StatusOr<LocalSgdSpec> SpecFromProto(
   spec.options.post_local_gradient_allreduce =
       !request.no_post_local_gradient_allreduce();
   spec.options.subgroup_size = request.subgroup_size();
+  absl::StatusOr<int64_t> bucket_bytes = BucketBytes(request.bucket_bytes());
+  if (!bucket_bytes.ok()) return bucket_bytes.status();
+  spec.options.bucket_bytes = *bucket_bytes;
   if (request.subgroup_size() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("subgroup_size: ", request.subgroup_size(),

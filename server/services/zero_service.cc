@@ -4,6 +4,7 @@
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
 #include "server/optim/wire_optimizer.h"
+#include "server/services/bucket_bytes.h"
 #include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
 #include "server/services/named_groups_proto.h"
@@ -13,8 +14,6 @@ namespace {
 
 // Buckets smaller than a page cost a collective each for little; larger
 // than 2 GiB do not fit gloo's byte counts.
-constexpr int64_t kMinBucketBytes = 4096;
-constexpr int64_t kMaxBucketBytes = int64_t{2} << 30;
 
 grpc::Status Reply(const absl::StatusOr<ZeroInfo>& info,
                    v1::ZeroInfo* response) {
@@ -63,16 +62,9 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
   spec.options.parameters_as_bucket_view = request->parameters_as_bucket_view();
   spec.options.overlap = request->overlap();
   spec.options.gradient_sharded = request->gradient_sharded();
-  if (request->bucket_bytes() != 0) {
-    if (request->bucket_bytes() < kMinBucketBytes ||
-        request->bucket_bytes() > kMaxBucketBytes) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
-          absl::StrCat("bucket_bytes: ", request->bucket_bytes(), "; expected ",
-                       kMinBucketBytes, " to ", kMaxBucketBytes, ", or 0 for ",
-                       ZeroOptions().bucket_bytes)));
-    }
-    spec.options.bucket_bytes = request->bucket_bytes();
-  }
+  absl::StatusOr<int64_t> bucket_bytes = BucketBytes(request->bucket_bytes());
+  if (!bucket_bytes.ok()) return ToGrpcStatus(bucket_bytes.status());
+  spec.options.bucket_bytes = *bucket_bytes;
   absl::StatusOr<absl::Duration> timeout =
       CollectiveTimeout(request->timeout_ms(), "timeout_ms");
   if (!timeout.ok()) return ToGrpcStatus(timeout.status());

@@ -57,7 +57,8 @@ void RunReference(const Scenario& scenario, const OptimizerKind* kind,
             continue;
           }
           any = true;
-          std::vector<float> mine = ToFloats(Gradient(g, i, s, r, spec));
+          std::vector<float> mine =
+              ToFloats(scenario.gradient(g, i, s, r, spec));
           for (size_t e = 0; e < sum.size(); ++e) sum[e] += mine[e];
         }
         const float scale = 1.0f / static_cast<float>(scenario.world);
@@ -116,7 +117,8 @@ void RunRank(const Scenario& scenario, const OptimizerKind* kind,
       if (!GroupExists(scenario, g, s)) continue;
       pointers.emplace_back();
       for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
-        grads[g].push_back(Gradient(g, i, s, r, scenario.groups[g][i]));
+        grads[g].push_back(
+            scenario.gradient(g, i, s, r, scenario.groups[g][i]));
       }
       for (size_t i = 0; i < scenario.groups[g].size(); ++i) {
         pointers.back().push_back(

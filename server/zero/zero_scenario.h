@@ -41,6 +41,10 @@ struct Scenario {
   std::vector<int> data_steps;
   // The last group is added by AddParamGroup before this step (-1: never).
   int add_last_group_at = -1;
+  // Rank r's gradient of parameter (g, i) at step s (default: values whose
+  // sums are exact in any order, data_parallel_testing::Gradient).
+  std::function<Tensor(int g, int i, int s, int r, const ParamSpec& spec)>
+      gradient = data_parallel_testing::Gradient;
 };
 
 struct Outcome {
