@@ -135,7 +135,8 @@ class PostLocalSGDOptimizer:
     """Post-local SGD on this rank's daemon: gradients averaged until
     `start_localsgd_iter`, then local steps with the parameters averaged
     every `period` steps (or hierarchically: `periods` = [(period,
-    group_size), ...])."""
+    group_size), ...]). `bucket_bytes` bounds the step's buffers (0: 25
+    MiB)."""
 
     def __init__(self, worker: str, optimizer: Union[str, type],
                  params: Union[Sequence[str], Sequence[Dict[str, Any]]], *,
@@ -144,7 +145,8 @@ class PostLocalSGDOptimizer:
                  periods: Optional[Sequence[Sequence[int]]] = None,
                  subgroup_size: int = 0,
                  no_post_local_gradient_allreduce: bool = False,
-                 timeout: float = 60.0, **defaults: Any):
+                 bucket_bytes: int = 0, timeout: float = 60.0,
+                 **defaults: Any):
         self.client = client or default_client()
         self._impl = _distopt.RemoteLocalSgd(self.client._impl, worker)
         request: Dict[str, Any] = {
@@ -155,6 +157,7 @@ class PostLocalSGDOptimizer:
             "no_post_local_gradient_allreduce":
                 no_post_local_gradient_allreduce,
             "timeout_ms": str(int(timeout * 1000)),
+            "bucket_bytes": str(int(bucket_bytes)),
         }
         if periods:
             request["hierarchical"] = {

@@ -144,6 +144,7 @@ def test_post_local_sgd_averages_every_period(worker_factory, tmp_path):
     optimizers = on_both_ranks(
         lambda r: distopt.parallel.PostLocalSGDOptimizer(
             ranks[r], torch.optim.SGD, ["w"], period=2, lr=1.0,
+            bucket_bytes=4096,
             # Local steps stay local (by default the ranks on one host
             # all-reduce their gradients, as torch's post-local SGD hook).
             no_post_local_gradient_allreduce=True))
@@ -154,6 +155,7 @@ def test_post_local_sgd_averages_every_period(worker_factory, tmp_path):
                 context_id, {parameters[rank]: torch.full((4,), rank + 1.0)})
             return optimizers[rank].step(context_id)
 
+    assert int(optimizers[0].get()["bucket_bytes"]) == 4096
     # As torch's PeriodicModelAverager: steps 0, 2, 4, ... average.
     assert on_both_ranks(step) == [2, 2]  # -1 and -2, averaged: -1.5.
     assert on_both_ranks(step) == [0, 0]  # Local: -2.5 and -3.5.
