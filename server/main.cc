@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "restore parameters from this folder at start-up and save them "
           "there at a graceful shutdown");
+ABSL_FLAG(int, checkpoint_keep, Defaults().checkpoint_keep,
+          "checkpoints kept before the newest in --checkpoint_dir, to fall "
+          "back on when the newest is damaged");
 ABSL_FLAG(std::vector<std::string>, optimizer_plugin, {},
           "shared library adding optimizer kinds (comma-separated, or the "
           "flag repeated); see server/optim/plugin_api.h");
@@ -202,6 +205,7 @@ int main(int argc, char** argv) {
   options.device = *device;
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.checkpoint_keep = absl::GetFlag(FLAGS_checkpoint_keep);
   options.optimizer_plugins =
       RepeatedFlagValues(argc, argv, "optimizer_plugin");
   options.context_ttl = absl::GetFlag(FLAGS_context_ttl);

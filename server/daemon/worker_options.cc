@@ -47,6 +47,10 @@ int ThreadLimit(const WorkerOptions& options) {
 absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
   absl::Status status = ValidateAddress(options.listen, "--listen");
   if (!status.ok()) return status;
+  if (options.checkpoint_keep < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_keep=", options.checkpoint_keep, ": expected 0 or more"));
+  }
   if (options.world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--world_size=", options.world_size, ": expected at least 1"));

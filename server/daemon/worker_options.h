@@ -32,6 +32,9 @@ struct WorkerOptions {
   // Where parameters are restored from at start-up and saved to at a
   // graceful shutdown ("" for nowhere). See server/params/checkpoint.h.
   std::string checkpoint_dir;
+  // Checkpoints kept before the newest, to fall back on when it is found
+  // damaged at start-up.
+  int checkpoint_keep = 1;
 
   // Shared libraries that add optimizer kinds (server/optim/plugin_api.h).
   std::vector<std::string> optimizer_plugins;

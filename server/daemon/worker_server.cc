@@ -220,7 +220,8 @@ absl::Status WorkerServer::Shutdown() {
     }
   }
   absl::StatusOr<size_t> saved =
-      SaveCheckpoint(parameters_, options_.checkpoint_dir);
+      SaveCheckpoint(parameters_, options_.checkpoint_dir,
+                     options_.checkpoint_keep);
   if (!saved.ok()) return saved.status();
   saved_parameters_ = *saved;
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/dtype.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
@@ -33,6 +34,11 @@ constexpr char kIndexName[] = "index.binpb";
 // Values move between device and file in blocks of this size, so that a
 // large parameter never needs a host copy of its whole size.
 constexpr size_t kBlockBytes = size_t{64} << 20;
+
+// The k-th checkpoint before the newest (k >= 1).
+fs::path Previous(const fs::path& root, int k) {
+  return root / absl::StrCat("parameters.", k);
+}
 
 std::string ValuesFile(const fs::path& dir, uint64_t id) {
   return (dir / absl::StrCat(id, ".bin")).string();
@@ -270,11 +276,15 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
 }  // namespace
 
 absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
-                                      const std::string& dir) {
+                                      const std::string& dir, int keep) {
+  if (keep < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keep: ", keep, "; expected 0 or more"));
+  }
   const fs::path root(dir);
   const fs::path fresh = root / "parameters.new";
   const fs::path current = root / "parameters";
-  const fs::path previous = root / "parameters.old";
+  const fs::path legacy = root / "parameters.old";
   std::error_code error;
   fs::create_directories(root, error);
   fs::remove_all(fresh, error);
@@ -314,14 +324,26 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   status = SyncDirectory(fresh);
   if (!status.ok()) return status;
 
-  // Swap the new checkpoint in and keep the one it replaces, to fall back
-  // on if the new one is found damaged. A crash between the renames leaves
-  // only the previous one, which a restore then uses.
-  if (fs::exists(current)) {
-    fs::remove_all(previous, error);
-    if (!error) fs::rename(current, previous, error);
+  // Swap the new checkpoint in and keep the `keep` ones before it, to fall
+  // back on if a newer one is found damaged: .1 becomes .2, ..., the
+  // newest becomes .1. A crash between the renames leaves the previous ones
+  // only, which a restore then uses.
+  // With keep 0 the newest is still moved aside first, and dropped only
+  // once the new one is in place.
+  const int shifted = std::max(keep, 1);
+  for (int k = shifted + 1; fs::exists(Previous(root, k)); ++k) {
+    fs::remove_all(Previous(root, k), error);  // Beyond what is kept.
+  }
+  fs::remove_all(legacy, error);
+  for (int k = shifted; k >= 1 && !error; --k) {
+    const fs::path from = k == 1 ? current : Previous(root, k - 1);
+    if (fs::exists(from)) {
+      fs::remove_all(Previous(root, k), error);
+      if (!error) fs::rename(from, Previous(root, k), error);
+    }
   }
   if (!error) fs::rename(fresh, current, error);
+  if (!error && keep == 0) fs::remove_all(Previous(root, 1), error);
   status = FromErrorCode(error, "replacing the checkpoint in " + dir);
   if (!status.ok()) return status;
   status = SyncDirectory(root);
@@ -332,45 +354,50 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
 absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
                                                   const std::string& dir) {
   const fs::path root(dir);
-  const fs::path newest = root / "parameters";
-  const fs::path previous = root / "parameters.old";
   // What a save that did not finish left: never restored, never kept.
   std::error_code error;
   fs::remove_all(root / "parameters.new", error);
 
+  // Newest first: the checkpoint, then the ones kept before it, then the
+  // previous checkpoint of daemons that kept it as parameters.old.
+  std::vector<fs::path> candidates = {root / "parameters"};
+  for (int k = 1; fs::exists(Previous(root, k)); ++k) {
+    candidates.push_back(Previous(root, k));
+  }
+  candidates.push_back(root / "parameters.old");
+
   RestoredCheckpoint restored;
-  std::string problem;
-  if (fs::exists(newest)) {
-    absl::StatusOr<Verified> verified = Verify(newest);
-    if (verified.ok()) {
-      absl::Status status = Restore(store, *verified);
-      if (!status.ok()) return status;
-      restored.parameters = verified->infos.size();
-      return restored;
+  std::vector<std::string> problems;
+  for (const fs::path& candidate : candidates) {
+    if (!fs::exists(candidate)) {
+      // Only the newest may be missing: a crash between the renames.
+      if (candidate == candidates.front()) {
+        problems.push_back(absl::StrCat(candidate.string(),
+                                        ": missing (a save did not finish)"));
+      }
+      continue;
     }
-    problem = std::string(verified.status().message());
-  } else if (fs::exists(previous)) {
-    problem = "the newest save did not finish";
+    absl::StatusOr<Verified> verified = Verify(candidate);
+    if (!verified.ok()) {
+      problems.push_back(std::string(verified.status().message()));
+      continue;
+    }
+    absl::Status status = Restore(store, *verified);
+    if (!status.ok()) return status;
+    restored.parameters = verified->infos.size();
+    if (candidate != candidates.front()) {
+      restored.fell_back = absl::StrCat(
+          candidate.string(), " was restored: ", absl::StrJoin(problems, "; "));
+    }
+    return restored;
   }
-  if (!fs::exists(previous)) {
-    if (problem.empty()) return restored;  // No checkpoint yet.
-    return absl::DataLossError(
-        absl::StrCat("--checkpoint_dir=", dir, ": ", problem,
-                     "; and no previous checkpoint to fall back on"));
+  // Nothing saved yet: no folder at all.
+  if (problems.size() == 1 && !fs::exists(candidates.front())) {
+    return restored;
   }
-  absl::StatusOr<Verified> verified = Verify(previous);
-  if (!verified.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        "--checkpoint_dir=", dir, ": no whole checkpoint: the newest: ",
-        problem, "; the previous: ", verified.status().message()));
-  }
-  absl::Status status = Restore(store, *verified);
-  if (!status.ok()) return status;
-  restored.parameters = verified->infos.size();
-  restored.fell_back =
-      absl::StrCat("the previous checkpoint (", previous.string(),
-                   ") was restored: ", problem);
-  return restored;
+  return absl::DataLossError(
+      absl::StrCat("--checkpoint_dir=", dir,
+                   ": no whole checkpoint: ", absl::StrJoin(problems, "; ")));
 }
 
 absl::Status CheckCheckpointDir(const std::string& dir) {

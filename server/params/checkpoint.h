@@ -5,11 +5,11 @@
 // Layout: DIR/parameters/index.binpb (a CheckpointIndex in a checksummed
 // envelope) and one DIR/parameters/<id>.bin per parameter, whose crc32 the
 // index holds. A save is written to DIR/parameters.new, fsynced, and
-// swapped in by renames; the previous checkpoint stays as
-// DIR/parameters.old. A restore verifies every checksum, size and field
-// before it restores anything, and falls back to the previous checkpoint
-// when the newest is damaged or unfinished (a crash between the renames),
-// saying so.
+// swapped in by renames; the `keep` checkpoints before it stay as
+// DIR/parameters.1 (the latest of them), .2, ... A restore verifies every
+// checksum, size and field before it restores anything, and falls back to
+// the newest whole previous checkpoint when the newest is damaged or
+// unfinished (a crash between the renames), saying so.
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 
@@ -20,15 +20,16 @@
 
 namespace distopt {
 
-// Writes every parameter of `store`; returns how many. Call it when no
-// writes are in flight (a parameter changing mid-save is an ABORTED error).
+// Writes every parameter of `store`, keeping the `keep` checkpoints before
+// it; returns how many parameters. Call it when no writes are in flight (a
+// parameter changing mid-save is an ABORTED error).
 absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
-                                      const std::string& dir);
+                                      const std::string& dir, int keep = 1);
 
 struct RestoredCheckpoint {
   size_t parameters = 0;
   // Empty when the newest checkpoint was restored (or there was none);
-  // otherwise why the previous one was.
+  // otherwise which previous one was, and why each newer one was not.
   std::string fell_back;
 };
 

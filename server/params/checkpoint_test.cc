@@ -125,7 +125,7 @@ TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
   ParameterStore restored(CpuBackend(), &budget);
   EXPECT_EQ(LoadCheckpoint(restored, dir_)->parameters, 3u);
   // The first save stays as the previous checkpoint.
-  EXPECT_TRUE(fs::exists(dir_ + "/parameters.old"));
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
@@ -133,7 +133,7 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesRestoresThePrevious) {
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  fs::rename(dir_ + "/parameters", dir_ + "/parameters.old");
+  fs::rename(dir_ + "/parameters", dir_ + "/parameters.1");
   fs::create_directory(dir_ + "/parameters.new");  // An unfinished save.
   MemoryBudget budget(0, 0);
   ParameterStore restored(CpuBackend(), &budget);
@@ -231,7 +231,7 @@ TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
 
 TEST_F(CheckpointDamageTest, WithoutAPreviousCheckpointDamageIsDataLoss) {
   SaveTwo();
-  fs::remove_all(dir_ + "/parameters.old");
+  fs::remove_all(dir_ + "/parameters.1");
   FlipByte(ValuesOf(w_), 3);
   MemoryBudget budget(0, 0);
   ParameterStore restored(CpuBackend(), &budget);
@@ -252,7 +252,7 @@ TEST_F(CheckpointTest, InconsistentIndexFieldsAreRefused) {
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  fs::remove_all(dir_ + "/parameters.old");
+  fs::remove_all(dir_ + "/parameters.1");
   const std::string index_path = dir_ + "/parameters/index.binpb";
   std::string bytes;
   {
@@ -297,6 +297,40 @@ TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
   ParameterStore restored(CpuBackend(), &small);
   EXPECT_EQ(LoadCheckpoint(restored, dir_).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// --checkpoint_keep 2: three saves keep the two before the newest; with the
+// newest two damaged the oldest is restored, naming both problems; keep 0
+// keeps none. A previous checkpoint named parameters.old (as daemons of
+// the first checksummed format kept it) is still a fallback.
+TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  for (int save = 0; save < 3; ++save) {
+    ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/2).ok());
+  }
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.2"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.3"));
+  std::ofstream(dir_ + "/parameters/index.binpb") << "garbage";
+  std::ofstream(dir_ + "/parameters.1/index.binpb") << "garbage";
+  {
+    MemoryBudget budget(0, 0);
+    ParameterStore restored(CpuBackend(), &budget);
+    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->parameters, 4u);
+    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.2 was restored"));
+    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters/index.binpb"));
+    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.1/index.binpb"));
+  }
+  ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/0).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.1"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.2"));
+  fs::rename(dir_ + "/parameters", dir_ + "/parameters.old");
+  MemoryBudget budget(0, 0);
+  ParameterStore restored(CpuBackend(), &budget);
+  EXPECT_EQ(LoadCheckpoint(restored, dir_)->parameters, 4u);
 }
 
 // Checkpoints written before the checksums (format 1: the bare index) still
