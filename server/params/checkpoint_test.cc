@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "common/cpu_backend.h"
@@ -72,6 +73,19 @@ class CheckpointTest : public ::testing::Test {
     ASSERT_TRUE(write->Commit().ok());
   }
 
+  // A fresh store, with a budget of its own, and dir_'s checkpoint
+  // restored into it.
+  struct Restored {
+    MemoryBudget budget{0, 0};
+    ParameterStore store{CpuBackend(), &budget};
+    absl::StatusOr<RestoredCheckpoint> loaded;
+  };
+  std::unique_ptr<Restored> Restore() const {
+    auto restored = std::make_unique<Restored>();
+    restored->loaded = LoadCheckpoint(restored->store, dir_);
+    return restored;
+  }
+
   std::string dir_;
   MemoryBudget budget_{0, 0};
 };
@@ -83,9 +97,9 @@ TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(*saved, 4u);
 
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  std::unique_ptr<Restored> r = Restore();
+  ParameterStore& restored = r->store;
+  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->parameters, 4u);
   EXPECT_EQ(loaded->fell_back, "");
@@ -101,7 +115,7 @@ TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
     EXPECT_TRUE(Bytes(restored, after[i].id) == Bytes(original, before[i].id))
         << after[i].name;
   }
-  EXPECT_EQ(budget.used_bytes(), budget_.used_bytes());
+  EXPECT_EQ(r->budget.used_bytes(), budget_.used_bytes());
   // New ids continue above the restored ones (and above deleted ones' ids
   // that were saved, not reused).
   CreateParameterSpec spec;
@@ -121,9 +135,7 @@ TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   ASSERT_TRUE(store.Delete(ParameterKey::ByName("big")).ok());
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  EXPECT_EQ(LoadCheckpoint(restored, dir_)->parameters, 3u);
+  EXPECT_EQ(Restore()->loaded->parameters, 3u);
   // The first save stays as the previous checkpoint.
   EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
@@ -135,9 +147,9 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesRestoresThePrevious) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   fs::rename(dir_ + "/parameters", dir_ + "/parameters.1");
   fs::create_directory(dir_ + "/parameters.new");  // An unfinished save.
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  std::unique_ptr<Restored> r = Restore();
+  ParameterStore& restored = r->store;
+  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->parameters, 4u);
   EXPECT_THAT(loaded->fell_back, HasSubstr("did not finish"));
@@ -186,9 +198,9 @@ class CheckpointDamageTest : public CheckpointTest {
   // Restores and checks it fell back to the previous save because of
   // `why`; returns the restored "w".
   std::vector<char> ExpectFallBack(const std::string& why) {
-    MemoryBudget budget(0, 0);
-    ParameterStore restored(CpuBackend(), &budget);
-    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+    std::unique_ptr<Restored> r = Restore();
+    ParameterStore& restored = r->store;
+    absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
     EXPECT_TRUE(loaded.ok()) << loaded.status();
     if (!loaded.ok()) return {};
     EXPECT_EQ(loaded->parameters, 4u);
@@ -233,9 +245,9 @@ TEST_F(CheckpointDamageTest, WithoutAPreviousCheckpointDamageIsDataLoss) {
   SaveTwo();
   fs::remove_all(dir_ + "/parameters.1");
   FlipByte(ValuesOf(w_), 3);
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  std::unique_ptr<Restored> r = Restore();
+  ParameterStore& restored = r->store;
+  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(loaded.status().message(),
               HasSubstr(std::to_string(w_) + ".bin: checksum mismatch"));
@@ -275,9 +287,9 @@ TEST_F(CheckpointTest, InconsistentIndexFieldsAreRefused) {
       envelope.push_back(static_cast<char>(crc >> (8 * i)));
     std::ofstream(index_path, std::ios::binary | std::ios::trunc)
         << envelope + payload;
-    MemoryBudget budget(0, 0);
-    ParameterStore restored(CpuBackend(), &budget);
-    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+    std::unique_ptr<Restored> r = Restore();
+    ParameterStore& restored = r->store;
+    absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
     EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
     return std::string(loaded.status().message());
   };
@@ -315,9 +327,9 @@ TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
   std::ofstream(dir_ + "/parameters/index.binpb") << "garbage";
   std::ofstream(dir_ + "/parameters.1/index.binpb") << "garbage";
   {
-    MemoryBudget budget(0, 0);
-    ParameterStore restored(CpuBackend(), &budget);
-    absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+    std::unique_ptr<Restored> r = Restore();
+    ParameterStore& restored = r->store;
+    absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     EXPECT_EQ(loaded->parameters, 4u);
     EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.2 was restored"));
@@ -328,9 +340,7 @@ TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.1"));
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.2"));
   fs::rename(dir_ + "/parameters", dir_ + "/parameters.old");
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  EXPECT_EQ(LoadCheckpoint(restored, dir_)->parameters, 4u);
+  EXPECT_EQ(Restore()->loaded->parameters, 4u);
 }
 
 // Checkpoints written before the checksums (format 1: the bare index) still
@@ -352,9 +362,9 @@ TEST_F(CheckpointTest, AFormatOneCheckpointStillLoads) {
   index.clear_values_crc32();
   std::ofstream(index_path, std::ios::binary | std::ios::trunc)
       << index.SerializeAsString();
-  MemoryBudget budget(0, 0);
-  ParameterStore restored(CpuBackend(), &budget);
-  absl::StatusOr<RestoredCheckpoint> loaded = LoadCheckpoint(restored, dir_);
+  std::unique_ptr<Restored> r = Restore();
+  ParameterStore& restored = r->store;
+  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->parameters, 4u);
   EXPECT_EQ(loaded->fell_back, "");
