@@ -47,6 +47,8 @@ class Client:
         """A new parameter on `worker`: a copy of `values`, or of `shape` and
         `dtype` filled by `init` (("zeros",), ("constant", v),
         ("uniform", low, high, seed) or ("normal", mean, std, seed))."""
+        _check_str(worker, "worker")
+        _check_str(name, "name")
         if isinstance(init, str):
             init = (init,)
         if values is not None:
@@ -66,6 +68,8 @@ class Client:
 
     def find_parameter(self, worker: str, name: str) -> "RemoteParameter":
         """The parameter called `name` on `worker`."""
+        _check_str(worker, "worker")
+        _check_str(name, "name")
         return RemoteParameter(self, worker,
                                self._impl.find_parameter(worker, name))
 
@@ -88,6 +92,11 @@ class Client:
                     defaults[hyper["name"]] = float(value.get("number", 0.0))
             kinds[info["name"]] = defaults
         return kinds
+
+
+def _check_str(value: Any, argument: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{argument}: {type(value).__name__}; expected a str")
 
 
 _default_lock = threading.Lock()

@@ -82,6 +82,21 @@ class _RemoteModule(torch.nn.Module):
         """(name, RemoteParameter) of what state_dict() holds."""
         raise NotImplementedError
 
+    def _apply(self, fn, *args, **kwargs):
+        # .half(), .double(), .to(dtype or device), .cuda() reach a module
+        # through _apply: the remote parameters cannot follow, so refuse a
+        # conversion that would change anything (as torch's RemoteModule
+        # refuses these), and let the no-ops (.float(), .to("cpu")) pass.
+        probe = torch.zeros(1)
+        converted = fn(probe)
+        if (converted.dtype != probe.dtype or
+                converted.device != probe.device):
+            raise NotImplementedError(
+                f"{type(self).__name__}: its parameters live on worker "
+                f"{self.worker} as float32 and stay there; a conversion to "
+                f"{converted.dtype} on {converted.device} cannot move them")
+        return super()._apply(fn, *args, **kwargs)
+
     # The remote parameters are part of the module's state_dict (read from
     # the worker) and load_state_dict writes them back, so that torch.save
     # checkpoints of a model include its remote layers.

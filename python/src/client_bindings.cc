@@ -54,7 +54,7 @@ py::dict InfoDict(const ParameterInfo& info) {
 
 // ("zeros",), ("constant", value), ("uniform", low, high, seed) or
 // ("normal", mean, std, seed).
-v1::Initializer ToInitializer(const py::tuple& spec) {
+v1::Initializer InitializerOf(const py::tuple& spec) {
   const std::string kind = spec.empty() ? "" : std::string(py::str(spec[0]));
   if (kind == "zeros" && spec.size() == 1) return init::Zeros();
   if (kind == "constant" && spec.size() == 2) {
@@ -72,6 +72,17 @@ v1::Initializer ToInitializer(const py::tuple& spec) {
       "init: " + std::string(py::repr(spec)) +
       "; expected ('zeros',), ('constant', v), ('uniform', low, high, seed) "
       "or ('normal', mean, std, seed)");
+}
+
+// InitializerOf, with a seed or value that does not convert (a negative
+// seed, a string) refused as the others are.
+v1::Initializer ToInitializer(const py::tuple& spec) {
+  try {
+    return InitializerOf(spec);
+  } catch (const py::cast_error&) {
+    throw py::value_error("init: " + std::string(py::repr(spec)) +
+                          "; expected numbers, and a seed from 0 to 2^64-1");
+  }
 }
 
 RemoteParameter Ref(const std::string& worker, uint64_t id) {

@@ -120,6 +120,13 @@ def test_linear_takes_any_leading_dimensions(workers, client):
             remote(torch.randn(2, 5))
     with pytest.raises(ValueError, match="expected torch.float32"):
         distopt.nn.RemoteLinear(4, 3, workers[0], init_from=local.half())
+    # Conversions that would change the remote weights are refused; the
+    # no-ops pass.
+    model = torch.nn.Sequential(remote, torch.nn.ReLU())
+    with pytest.raises(NotImplementedError, match="cannot move them"):
+        model.half()
+    model.float()
+    model.to("cpu")
 
 
 def test_connection_and_creation_arguments_are_checked(workers, client):
@@ -129,6 +136,11 @@ def test_connection_and_creation_arguments_are_checked(workers, client):
                                    init="zeros").to_tensor().sum() == 0
     with pytest.raises(TypeError, match="shape: 5; expected a sequence"):
         client.create_parameter(workers[0], "bad", shape=5)
+    with pytest.raises(TypeError, match="worker: NoneType; expected a str"):
+        client.create_parameter(None, "bad", shape=[1])
+    with pytest.raises(ValueError, match="a seed from 0 to 2"):
+        client.create_parameter(workers[0], "bad", shape=[1],
+                                init=("normal", 0.0, 1.0, -1))
 
 
 def _call_after_fork(address, results):
