@@ -13,8 +13,10 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/dtype.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
@@ -38,6 +40,24 @@ constexpr size_t kBlockBytes = size_t{64} << 20;
 // The k-th checkpoint before the newest (k >= 1).
 fs::path Previous(const fs::path& root, int k) {
   return root / absl::StrCat("parameters.", k);
+}
+
+// The numbers of the kept checkpoints in `root`, in increasing order (a
+// crash between a save's renames may leave gaps).
+std::vector<int> KeptNumbers(const fs::path& root) {
+  std::vector<int> kept;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    const std::string filename = entry.path().filename().string();
+    absl::string_view name = filename;
+    int k = 0;
+    if (absl::ConsumePrefix(&name, "parameters.") &&
+        absl::SimpleAtoi(name, &k) && k >= 1) {
+      kept.push_back(k);
+    }
+  }
+  std::sort(kept.begin(), kept.end());
+  return kept;
 }
 
 std::string ValuesFile(const fs::path& dir, uint64_t id) {
@@ -331,8 +351,8 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   // With keep 0 the newest is still moved aside first, and dropped only
   // once the new one is in place.
   const int shifted = std::max(keep, 1);
-  for (int k = shifted + 1; fs::exists(Previous(root, k)); ++k) {
-    fs::remove_all(Previous(root, k), error);  // Beyond what is kept.
+  for (int k : KeptNumbers(root)) {
+    if (k > shifted) fs::remove_all(Previous(root, k), error);  // Not kept.
   }
   fs::remove_all(legacy, error);
   for (int k = shifted; k >= 1 && !error; --k) {
@@ -354,16 +374,24 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
 absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
                                                   const std::string& dir) {
   const fs::path root(dir);
-  // What a save that did not finish left: never restored, never kept.
+  const fs::path newest = root / "parameters";
+  const fs::path fresh = root / "parameters.new";
   std::error_code error;
-  fs::remove_all(root / "parameters.new", error);
-
-  // Newest first: the checkpoint, then the ones kept before it, then the
-  // previous checkpoint of daemons that kept it as parameters.old.
-  std::vector<fs::path> candidates = {root / "parameters"};
-  for (int k = 1; fs::exists(Previous(root, k)); ++k) {
-    candidates.push_back(Previous(root, k));
+  // A save is fsynced whole before its renames: when a crash came between
+  // them (the newest moved aside, the new one not yet in place), the new
+  // one is the newest checkpoint if it verifies. Anything else a save left
+  // is never restored, never kept.
+  if (!fs::exists(newest) && fs::exists(fresh) && Verify(fresh).ok()) {
+    fs::rename(fresh, newest, error);
+    if (!error) SyncDirectory(root).IgnoreError();
   }
+  fs::remove_all(fresh, error);
+
+  // Newest first: the checkpoint, then the ones kept before it (whatever
+  // numbers a crash left), then the previous checkpoint of daemons that
+  // kept it as parameters.old.
+  std::vector<fs::path> candidates = {newest};
+  for (int k : KeptNumbers(root)) candidates.push_back(Previous(root, k));
   candidates.push_back(root / "parameters.old");
 
   RestoredCheckpoint restored;

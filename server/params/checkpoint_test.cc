@@ -141,19 +141,33 @@ TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
-TEST_F(CheckpointTest, ACrashBetweenTheRenamesRestoresThePrevious) {
+// A crash between the renames: the newest moved aside, the new one not yet
+// in place. A whole new one is put in place and restored; an unfinished one
+// is removed and the previous checkpoint restored, saying so.
+TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsAWholeCheckpoint) {
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  fs::rename(dir_ + "/parameters", dir_ + "/parameters.1");
-  fs::create_directory(dir_ + "/parameters.new");  // An unfinished save.
+  ASSERT_TRUE(store.Delete(ParameterKey::ByName("big")).ok());
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());  // 3 parameters now.
+  // The second save, caught between its renames.
+  fs::rename(dir_ + "/parameters", dir_ + "/parameters.new");
+  {
+    std::unique_ptr<Restored> r = Restore();
+    ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+    EXPECT_EQ(r->loaded->parameters, 3u);
+    EXPECT_EQ(r->loaded->fell_back, "");
+    EXPECT_TRUE(fs::exists(dir_ + "/parameters"));
+    EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
+  }
+  // An unfinished save in the same place.
+  fs::rename(dir_ + "/parameters", dir_ + "/parameters.new");
+  fs::remove(dir_ + "/parameters.new/index.binpb");
   std::unique_ptr<Restored> r = Restore();
-  ParameterStore& restored = r->store;
-  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->parameters, 4u);
-  EXPECT_THAT(loaded->fell_back, HasSubstr("did not finish"));
-  EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));  // Cleaned up.
+  ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+  EXPECT_EQ(r->loaded->parameters, 4u);  // The first save.
+  EXPECT_THAT(r->loaded->fell_back, HasSubstr("did not finish"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
 // Damage done to the newest of two checkpoints (the first holds "w" at its
@@ -336,9 +350,13 @@ TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
     EXPECT_THAT(loaded->fell_back, HasSubstr("parameters/index.binpb"));
     EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.1/index.binpb"));
   }
+  // A gap in the numbers (a crash between the shifts) hides nothing.
+  fs::rename(dir_ + "/parameters.2", dir_ + "/parameters.5");
+  EXPECT_THAT(Restore()->loaded->fell_back,
+              HasSubstr("parameters.5 was restored"));
   ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/0).ok());
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.1"));
-  EXPECT_FALSE(fs::exists(dir_ + "/parameters.2"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.5"));
   fs::rename(dir_ + "/parameters", dir_ + "/parameters.old");
   EXPECT_EQ(Restore()->loaded->parameters, 4u);
 }
