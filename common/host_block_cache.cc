@@ -1,6 +1,7 @@
 #include "common/host_block_cache.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -9,7 +10,11 @@ namespace distopt {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kPageBytes = size_t{4} << 10;
+// The system's page (4 KiB on x86-64; 64 KiB on some arm64 kernels).
+size_t PageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 size_t RoundUp(size_t bytes, size_t multiple) {
@@ -29,7 +34,7 @@ void* MapBlock(size_t size) {
   }
   // Map a huge page more than needed, then unmap the unaligned head and
   // the tail past the block.
-  const size_t mapped = size + kHugePageBytes - kPageBytes;
+  const size_t mapped = size + kHugePageBytes - PageBytes();
   void* pointer = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (pointer == MAP_FAILED) return nullptr;
@@ -57,7 +62,7 @@ void* HostBlockCache::Allocate(size_t bytes) {
     return std::aligned_alloc(kAlignment,
                               RoundUp(bytes == 0 ? 1 : bytes, kAlignment));
   }
-  const size_t size = RoundUp(bytes, kPageBytes);
+  const size_t size = RoundUp(bytes, PageBytes());
   {
     absl::MutexLock lock(&mutex_);
     auto it = free_.find(size);

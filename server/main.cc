@@ -52,8 +52,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "restore parameters from this folder at start-up and save them "
           "there at a graceful shutdown");
 ABSL_FLAG(int, checkpoint_keep, Defaults().checkpoint_keep,
-          "checkpoints kept before the newest in --checkpoint_dir, to fall "
-          "back on when the newest is damaged");
+          "checkpoints kept before the newest in --checkpoint_dir "
+          "(parameters.<n>, the higher the newer), to fall back on when the "
+          "newest is damaged");
 ABSL_FLAG(std::vector<std::string>, optimizer_plugin, {},
           "shared library adding optimizer kinds (comma-separated, or the "
           "flag repeated); see server/optim/plugin_api.h");
@@ -100,7 +101,9 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file holding a token every call must carry as 'authorization: "
           "Bearer <token>' (needs TLS)");
 ABSL_FLAG(absl::Duration, shutdown_grace, Defaults().shutdown_grace,
-          "how long in-flight calls may run on after SIGTERM or SIGINT");
+          "how long in-flight calls may run on after SIGTERM or SIGINT; "
+          "calls still running 5s later are abandoned and the daemon exits "
+          "with code 7, saving no checkpoint");
 
 namespace {
 
@@ -288,6 +291,7 @@ int main(int argc, char** argv) {
   std::thread watchdog(
       [worker = worker->get(), grace = options.shutdown_grace] {
         if (worker->CallsEndedWithin(grace + kShutdownMargin)) return;
+        if (!worker->AbandonCalls()) return;  // They ended just now.
         std::fprintf(stderr,
                      "distopt_worker: calls still running %s after "
                      "--shutdown_grace=%s (a collective waiting for other "

@@ -175,6 +175,11 @@ TEST(DaemonTest, AnUnwritableCheckpointDirIsRefusedAtStartUp) {
   EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --checkpoint_dir=" + file, &output),
             2);
   EXPECT_THAT(output, HasSubstr("--checkpoint_dir=" + file));
+  // A folder that exists but cannot be written, even by root.
+  EXPECT_EQ(
+      RunWorker("--listen=127.0.0.1:0 --checkpoint_dir=/proc/self", &output),
+      2);
+  EXPECT_THAT(output, HasSubstr("cannot write into it"));
 }
 
 // Two clean stops save two checkpoints; damage to the newest makes the

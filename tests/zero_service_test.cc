@@ -228,7 +228,9 @@ TEST_F(ZeroShutdownTest, AStepWaitingForAnotherRankDoesNotHoldTheShutdown) {
   const uint64_t context_id = PushGradients(0);
   grpc::Status stepped;
   std::thread step([&] { stepped = Step(0, context_id); });  // Rank 1: none.
-  absl::SleepFor(absl::Milliseconds(500));
+  // Long enough for the call to be in the collective (it takes a few ms
+  // to get there); the test fails, not hangs, if it is not.
+  absl::SleepFor(absl::Seconds(1));
   const absl::Time stopping = absl::Now();
   ranks_[0]->Signal(SIGTERM);
   absl::StatusOr<int> code = ranks_[0]->Wait(absl::Seconds(30));

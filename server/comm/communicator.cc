@@ -1,6 +1,7 @@
 #include "server/comm/communicator.h"
 
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,12 +19,15 @@ absl::Status Communicator::AllGatherSegments(
   }
   size_t total = 0;
   for (size_t count : counts) total += count;
-  std::vector<char> packed(total);
+  // Bounded by the caller's blocks (a bucket); not zero-filled: every byte
+  // is written before it is read.
+  std::unique_ptr<char[]> buffer(new char[total]);
+  char* const packed_data = buffer.get();
   auto for_each_segment = [&](auto visit) {
     size_t offset = 0;
     for (size_t r = 0; r < blocks.size(); ++r) {
       for (absl::Span<char> segment : blocks[r]) {
-        visit(static_cast<int>(r), segment, packed.data() + offset);
+        visit(static_cast<int>(r), segment, packed_data + offset);
         offset += segment.size();
       }
     }
@@ -34,7 +38,7 @@ absl::Status Communicator::AllGatherSegments(
     }
   });
   absl::Status status =
-      AllGatherBlocks(absl::MakeSpan(packed.data(), total), counts);
+      AllGatherBlocks(absl::MakeSpan(packed_data, total), counts);
   if (!status.ok()) return status;
   for_each_segment([&](int r, absl::Span<char> segment, char* at) {
     if (r != rank() && !segment.empty()) {

@@ -203,6 +203,11 @@ absl::Status WorkerServer::Shutdown() {
   streams_.Close();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  State running = State::kRunning;
+  if (!state_.compare_exchange_strong(running, State::kCallsEnded)) {
+    // AbandonCalls won: the caller exits now, without a checkpoint.
+    return absl::AbortedError("the calls still running were abandoned");
+  }
   calls_ended_.Notify();
   membership_view_ = nullptr;
   membership_.reset();  // Gives up a rendezvous still waiting for peers.
@@ -219,9 +224,8 @@ absl::Status WorkerServer::Shutdown() {
           ": not saved, the last good checkpoint is kept: ", damage.message()));
     }
   }
-  absl::StatusOr<size_t> saved =
-      SaveCheckpoint(parameters_, options_.checkpoint_dir,
-                     options_.checkpoint_keep);
+  absl::StatusOr<size_t> saved = SaveCheckpoint(
+      parameters_, options_.checkpoint_dir, options_.checkpoint_keep);
   if (!saved.ok()) return saved.status();
   saved_parameters_ = *saved;
   return absl::OkStatus();

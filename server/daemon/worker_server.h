@@ -66,6 +66,14 @@ class WorkerServer {
   bool CallsEndedWithin(absl::Duration timeout) {
     return calls_ended_.WaitForNotificationWithTimeout(timeout);
   }
+  // Gives up on the calls still running, for a caller about to exit
+  // without them: true unless they ended first. Exactly one of this and
+  // Shutdown's save wins, so the daemon never exits in the middle of
+  // saving a checkpoint.
+  bool AbandonCalls() {
+    State running = State::kRunning;
+    return state_.compare_exchange_strong(running, State::kAbandoned);
+  }
 
   // Optimizer kinds the plugins added, and names they tried to take.
   const std::vector<std::string>& plugin_kinds() const { return plugin_kinds_; }
@@ -111,6 +119,8 @@ class WorkerServer {
   OptimizerServiceImpl optimizer_service_;
   // Notified by Shutdown once no call runs any more.
   absl::Notification calls_ended_;
+  enum class State { kRunning, kCallsEnded, kAbandoned };
+  std::atomic<State> state_{State::kRunning};
   // Collects idle contexts until stopping_ is notified.
   absl::Notification stopping_;
   std::thread context_collector_;

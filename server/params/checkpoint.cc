@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/dtype.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
@@ -44,11 +46,18 @@ fs::path Previous(const fs::path& root, int k) {
 
 // The numbers of the kept checkpoints in `root`, in increasing order (a
 // crash between a save's renames may leave gaps).
-std::vector<int> KeptNumbers(const fs::path& root) {
+absl::Status FromErrorCode(const std::error_code& error,
+                           absl::string_view what) {
+  if (!error) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", error.message()));
+}
+
+absl::StatusOr<std::vector<int>> KeptNumbers(const fs::path& root) {
   std::vector<int> kept;
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
-    const std::string filename = entry.path().filename().string();
+  fs::directory_iterator it(root, error);
+  for (; !error && it != fs::directory_iterator(); it.increment(error)) {
+    const std::string filename = it->path().filename().string();
     absl::string_view name = filename;
     int k = 0;
     if (absl::ConsumePrefix(&name, "parameters.") &&
@@ -56,8 +65,39 @@ std::vector<int> KeptNumbers(const fs::path& root) {
       kept.push_back(k);
     }
   }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return FromErrorCode(error, "listing " + root.string());
+  }
   std::sort(kept.begin(), kept.end());
   return kept;
+}
+
+bool Exists(const fs::path& path) {
+  std::error_code error;
+  return fs::exists(path, error);
+}
+
+// Moves the newest checkpoint aside as the newest kept one (numbers only
+// grow: nothing is ever renumbered), then drops the oldest kept ones beyond
+// `keep` (at least one stays, so that a crash before the new checkpoint is
+// in place leaves a checkpoint).
+absl::Status RetireNewest(const fs::path& root, int keep) {
+  absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+  if (!kept.ok()) return kept.status();
+  std::error_code error;
+  const fs::path newest = root / "parameters";
+  if (Exists(newest)) {
+    const int next = kept->empty() ? 1 : kept->back() + 1;
+    fs::rename(newest, Previous(root, next), error);
+    if (error) return FromErrorCode(error, "retiring " + newest.string());
+    kept->push_back(next);
+  }
+  const size_t stay = static_cast<size_t>(std::max(keep, 1));
+  for (size_t i = 0; i + stay < kept->size(); ++i) {
+    fs::remove_all(Previous(root, (*kept)[i]), error);
+    if (error) return FromErrorCode(error, "dropping an old checkpoint");
+  }
+  return absl::OkStatus();
 }
 
 std::string ValuesFile(const fs::path& dir, uint64_t id) {
@@ -104,15 +144,12 @@ absl::Status SyncDirectory(const fs::path& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0)
     return absl::InternalError(absl::StrCat("cannot open ", dir.string()));
-  fsync(fd);
+  const bool synced = fsync(fd) == 0;
   close(fd);
+  if (!synced) {
+    return absl::InternalError(absl::StrCat("cannot sync ", dir.string()));
+  }
   return absl::OkStatus();
-}
-
-absl::Status FromErrorCode(const std::error_code& error,
-                           absl::string_view what) {
-  if (!error) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", error.message()));
 }
 
 std::string Envelope(const std::string& payload) {
@@ -307,8 +344,8 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   const fs::path legacy = root / "parameters.old";
   std::error_code error;
   fs::create_directories(root, error);
-  fs::remove_all(fresh, error);
-  fs::create_directory(fresh, error);
+  if (!error) fs::remove_all(fresh, error);
+  if (!error) fs::create_directory(fresh, error);
   absl::Status status = FromErrorCode(error, "--checkpoint_dir=" + dir);
   if (!status.ok()) return status;
 
@@ -345,25 +382,22 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   if (!status.ok()) return status;
 
   // Swap the new checkpoint in and keep the `keep` ones before it, to fall
-  // back on if a newer one is found damaged: .1 becomes .2, ..., the
-  // newest becomes .1. A crash between the renames leaves the previous ones
-  // only, which a restore then uses.
-  // With keep 0 the newest is still moved aside first, and dropped only
-  // once the new one is in place.
-  const int shifted = std::max(keep, 1);
-  for (int k : KeptNumbers(root)) {
-    if (k > shifted) fs::remove_all(Previous(root, k), error);  // Not kept.
-  }
+  // back on if a newer one is found damaged: the newest becomes
+  // parameters.<n> (n above every kept one) and the oldest beyond `keep`
+  // go. The new one is whole on disk first, so a crash anywhere in between
+  // leaves it to a restore (see LoadCheckpoint). With keep 0 the newest is
+  // still moved aside first, and dropped only once the new one is in
+  // place.
   fs::remove_all(legacy, error);
-  for (int k = shifted; k >= 1 && !error; --k) {
-    const fs::path from = k == 1 ? current : Previous(root, k - 1);
-    if (fs::exists(from)) {
+  status = RetireNewest(root, keep);
+  if (!status.ok()) return status;
+  fs::rename(fresh, current, error);
+  if (!error && keep == 0) {
+    absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+    for (int k : kept.ok() ? *kept : std::vector<int>()) {
       fs::remove_all(Previous(root, k), error);
-      if (!error) fs::rename(from, Previous(root, k), error);
     }
   }
-  if (!error) fs::rename(fresh, current, error);
-  if (!error && keep == 0) fs::remove_all(Previous(root, 1), error);
   status = FromErrorCode(error, "replacing the checkpoint in " + dir);
   if (!status.ok()) return status;
   status = SyncDirectory(root);
@@ -376,28 +410,43 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
   const fs::path root(dir);
   const fs::path newest = root / "parameters";
   const fs::path fresh = root / "parameters.new";
-  std::error_code error;
-  // A save is fsynced whole before its renames: when a crash came between
-  // them (the newest moved aside, the new one not yet in place), the new
-  // one is the newest checkpoint if it verifies. Anything else a save left
-  // is never restored, never kept.
-  if (!fs::exists(newest) && fs::exists(fresh) && Verify(fresh).ok()) {
-    fs::rename(fresh, newest, error);
-    if (!error) SyncDirectory(root).IgnoreError();
+  // A save writes and fsyncs the new checkpoint whole before it rotates the
+  // others: a parameters.new that verifies is newer than anything else
+  // here, whatever point of the rotation a crash stopped, and the rotation
+  // is finished now. One that does not verify is what an unfinished save
+  // left: never restored, never kept.
+  if (Exists(fresh)) {
+    std::error_code error;
+    if (Verify(fresh).ok()) {
+      absl::Status retired =
+          RetireNewest(root, std::numeric_limits<int>::max());
+      if (!retired.ok()) return retired;
+      fs::rename(fresh, newest, error);
+      absl::Status status =
+          FromErrorCode(error, "finishing the interrupted save in " + dir);
+      if (status.ok()) status = SyncDirectory(root);
+      if (!status.ok()) return status;
+    } else {
+      fs::remove_all(fresh, error);
+    }
   }
-  fs::remove_all(fresh, error);
 
-  // Newest first: the checkpoint, then the ones kept before it (whatever
-  // numbers a crash left), then the previous checkpoint of daemons that
-  // kept it as parameters.old.
+  // Newest first: the checkpoint, then the kept ones from the highest
+  // number down, then the previous checkpoint of daemons that kept it as
+  // parameters.old.
+  absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+  if (!kept.ok()) return kept.status();
   std::vector<fs::path> candidates = {newest};
-  for (int k : KeptNumbers(root)) candidates.push_back(Previous(root, k));
+  for (auto k = kept->rbegin(); k != kept->rend(); ++k) {
+    candidates.push_back(Previous(root, *k));
+  }
   candidates.push_back(root / "parameters.old");
 
   RestoredCheckpoint restored;
   std::vector<std::string> problems;
+  std::vector<fs::path> damaged;
   for (const fs::path& candidate : candidates) {
-    if (!fs::exists(candidate)) {
+    if (!Exists(candidate)) {
       // Only the newest may be missing: a crash between the renames.
       if (candidate == candidates.front()) {
         problems.push_back(absl::StrCat(candidate.string(),
@@ -408,6 +457,7 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
     absl::StatusOr<Verified> verified = Verify(candidate);
     if (!verified.ok()) {
       problems.push_back(std::string(verified.status().message()));
+      damaged.push_back(candidate);
       continue;
     }
     absl::Status status = Restore(store, *verified);
@@ -417,10 +467,24 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
       restored.fell_back = absl::StrCat(
           candidate.string(), " was restored: ", absl::StrJoin(problems, "; "));
     }
+    // The damaged ones newer than it go aside (kept for inspection, never
+    // restored), so that later saves do not keep them in place of good
+    // ones.
+    for (const fs::path& bad : damaged) {
+      std::error_code error;
+      const fs::path aside =
+          fs::path(bad.string() +
+                   absl::StrCat(".damaged-", absl::ToUnixSeconds(absl::Now())));
+      fs::rename(bad, aside, error);
+      if (error) {
+        return FromErrorCode(error,
+                             "setting the damaged " + bad.string() + " aside");
+      }
+    }
     return restored;
   }
   // Nothing saved yet: no folder at all.
-  if (problems.size() == 1 && !fs::exists(candidates.front())) {
+  if (problems.size() == 1 && !Exists(candidates.front())) {
     return restored;
   }
   return absl::DataLossError(

@@ -6,7 +6,7 @@
 // envelope) and one DIR/parameters/<id>.bin per parameter, whose crc32 the
 // index holds. A save is written to DIR/parameters.new, fsynced, and
 // swapped in by renames; the `keep` checkpoints before it stay as
-// DIR/parameters.1 (the latest of them), .2, ... A restore verifies every
+// DIR/parameters.<n> (the higher n, the newer). A restore verifies every
 // checksum, size and field before it restores anything, and falls back to
 // the newest whole previous checkpoint when the newest is damaged or
 // unfinished (a crash between the renames), saying so.

@@ -170,6 +170,23 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsAWholeCheckpoint) {
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
+// A save caught before its rotation (the new checkpoint whole, the others
+// not yet moved): the new one is newer than anything else, and wins.
+TEST_F(CheckpointTest, AWholeUnrotatedSaveIsTheNewest) {
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+  ASSERT_TRUE(store.Delete(ParameterKey::ByName("big")).ok());
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());  // 3 parameters.
+  // Back to: the 4-parameter save in place, the 3-parameter one beside it.
+  fs::rename(dir_ + "/parameters", dir_ + "/parameters.new");
+  fs::rename(dir_ + "/parameters.1", dir_ + "/parameters");
+  std::unique_ptr<Restored> r = Restore();
+  ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+  EXPECT_EQ(r->loaded->parameters, 3u);
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));  // The 4-parameter one.
+}
+
 // Damage done to the newest of two checkpoints (the first holds "w" at its
 // initial values, the second after a write): each kind is caught before
 // anything is restored, and the previous checkpoint is restored, saying
@@ -250,8 +267,24 @@ TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
   ExpectFallBack("should hold");  // Missing.
   // Another parameter's bytes, cut to the right size: sizes agree,
   // checksums do not.
-  fs::copy_file(ValuesOf(big_), ValuesOf(w_));
+  SaveTwo();  // The damaged newest was set aside.
+  fs::copy_file(ValuesOf(big_), ValuesOf(w_),
+                fs::copy_options::overwrite_existing);
   fs::resize_file(ValuesOf(w_), 60);
+  ExpectFallBack("checksum mismatch");
+}
+
+// The damaged newest is set aside when the previous one is restored, so
+// the next save keeps the good one: damage to that save leaves the good
+// one to fall back on again.
+TEST_F(CheckpointDamageTest, ADamagedCheckpointIsNotKeptInPlaceOfAGoodOne) {
+  SaveTwo();
+  FlipByte(ValuesOf(w_), 3);
+  ExpectFallBack("checksum mismatch");
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());  // keep 1.
+  FlipByte(ValuesOf(w_), 5);
   ExpectFallBack("checksum mismatch");
 }
 
@@ -335,28 +368,27 @@ TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
   for (int save = 0; save < 3; ++save) {
     ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/2).ok());
   }
+  // The first save is parameters.1, the second parameters.2.
   EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));
   EXPECT_TRUE(fs::exists(dir_ + "/parameters.2"));
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.3"));
   std::ofstream(dir_ + "/parameters/index.binpb") << "garbage";
-  std::ofstream(dir_ + "/parameters.1/index.binpb") << "garbage";
+  std::ofstream(dir_ + "/parameters.2/index.binpb") << "garbage";
   {
     std::unique_ptr<Restored> r = Restore();
-    ParameterStore& restored = r->store;
-    absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    EXPECT_EQ(loaded->parameters, 4u);
-    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.2 was restored"));
-    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters/index.binpb"));
-    EXPECT_THAT(loaded->fell_back, HasSubstr("parameters.1/index.binpb"));
+    ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+    EXPECT_EQ(r->loaded->parameters, 4u);
+    EXPECT_THAT(r->loaded->fell_back, HasSubstr("parameters.1 was restored"));
+    EXPECT_THAT(r->loaded->fell_back, HasSubstr("parameters/index.binpb"));
+    EXPECT_THAT(r->loaded->fell_back, HasSubstr("parameters.2/index.binpb"));
   }
-  // A gap in the numbers (a crash between the shifts) hides nothing.
-  fs::rename(dir_ + "/parameters.2", dir_ + "/parameters.5");
-  EXPECT_THAT(Restore()->loaded->fell_back,
-              HasSubstr("parameters.5 was restored"));
+  // The damaged ones were set aside; a save keeps the good one.
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.2"));
+  ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/2).ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.1"));
   ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/0).ok());
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.1"));
-  EXPECT_FALSE(fs::exists(dir_ + "/parameters.5"));
+  EXPECT_FALSE(fs::exists(dir_ + "/parameters.2"));
   fs::rename(dir_ + "/parameters", dir_ + "/parameters.old");
   EXPECT_EQ(Restore()->loaded->parameters, 4u);
 }

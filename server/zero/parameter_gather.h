@@ -1,10 +1,11 @@
 // The last phase of a gradient-sharded ZeRO step, bucket by bucket: the
 // parameters each rank has just stepped reach every rank through one
 // all-gather of the bucket (each rank sends (W-1)/W of its bytes, in a
-// ring) instead of one broadcast per owner. Large parameters' bytes go
-// straight from the owners' tensors into the others' (each in its own
-// dtype), with no copy; small ones are packed into one buffer of at most
-// the bucket's size (see Communicator::AllGatherSegments).
+// ring) instead of one broadcast per owner. In a bucket of large
+// parameters (256 KiB or more on average) the bytes go straight from the
+// owners' tensors into the others' (each in its own dtype), with no copy;
+// a bucket of small ones is packed into one transient buffer of the
+// bucket's parameters' size (see Communicator::AllGatherSegments).
 #ifndef DISTOPT_SERVER_ZERO_PARAMETER_GATHER_H_
 #define DISTOPT_SERVER_ZERO_PARAMETER_GATHER_H_
 

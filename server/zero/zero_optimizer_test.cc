@@ -101,6 +101,31 @@ TEST_P(ZeroOptimizerTest, TenStepsMatchOneLocalOptimizerBitForBit) {
   ExpectMatchesReference(s, zero_testing::Run(s));
 }
 
+// Parameters of 200 KiB to 1.6 MiB: the gradient-sharded gather sends them
+// straight between the tensors (the ring over one buffer per parameter),
+// not packed; every rank still ends bit for bit at the reference.
+TEST(ZeroLargeParametersTest, TheSegmentRingMatchesTheReference) {
+  for (int world : {2, 3}) {
+    for (bool overlap : {false, true}) {
+      Scenario s;
+      s.kind = "adam";
+      s.world = world;
+      s.steps = 3;
+      s.groups = {{{{50 * 1024}, kF32},
+                   {{400 * 1024}, kF32},
+                   {{100 * 1024}, kF32},
+                   {{300 * 1024}, kF32},
+                   {{64, 1024}, kF32},
+                   {{200 * 1024}, kF32}}};
+      s.hyperparameters = {{{"lr", 0.01}}};
+      s.options.gradient_sharded = true;
+      s.options.overlap = overlap;
+      s.options.bucket_bytes = 2 << 20;  // Several buckets, none packed.
+      ExpectMatchesReference(s, zero_testing::Run(s));
+    }
+  }
+}
+
 // With gradients whose sums are not exact, the reduction's order matters at
 // W > 2 (a ring adds the ranks' values in another order than the
 // reference's loop): every rank still ends with the same bytes as every
