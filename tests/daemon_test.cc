@@ -217,7 +217,7 @@ TEST(DaemonTest, ADamagedNewestCheckpointFallsBackToThePrevious) {
 
 class HealthTest : public testing::WorkerTest {
  protected:
-  std::unique_ptr<Health::Stub> Stub() {
+  std::unique_ptr<Health::Stub> HealthClient() {
     return Health::NewStub(client_.Channel(address_));
   }
 };
@@ -228,21 +228,22 @@ TEST_F(HealthTest, ServingWhenReady) {
     HealthCheckRequest request;
     request.set_service(service);
     HealthCheckResponse response;
-    ASSERT_TRUE(Stub()->Check(&context, request, &response).ok()) << service;
+    ASSERT_TRUE(HealthClient()->Check(&context, request, &response).ok())
+        << service;
     EXPECT_EQ(response.status(), HealthCheckResponse::SERVING) << service;
   }
   grpc::ClientContext context;
   HealthCheckRequest request;
   request.set_service("no.such.Service");
   HealthCheckResponse response;
-  EXPECT_EQ(Stub()->Check(&context, request, &response).error_code(),
+  EXPECT_EQ(HealthClient()->Check(&context, request, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(HealthTest, WatchSeesNotServingDuringShutdownThenTheDaemonExits0) {
   grpc::ClientContext context;
   HealthCheckRequest request;
-  auto reader = Stub()->Watch(&context, request);
+  auto reader = HealthClient()->Watch(&context, request);
   HealthCheckResponse response;
   ASSERT_TRUE(reader->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
@@ -267,7 +268,7 @@ TEST_F(ShutdownTest, InFlightCallsFinishAfterSigterm) {
 
   grpc::ClientContext context;
   v1::ParameterInfo response;
-  auto writer = ParameterStub()->WriteParameter(&context, &response);
+  auto writer = ParameterServiceClient()->WriteParameter(&context, &response);
   v1::WriteParameterRequest first;
   first.mutable_parameter()->set_id(p->id);
   first.set_offset(0);

@@ -1,6 +1,6 @@
-// GroupService calls through the raw stub, as the GroupService tests make
-// them: a rank's group and barriers, and the store's calls with or without
-// the group's secret.
+// GroupService calls through the generated gRPC client, as the GroupService
+// tests make them: a rank's group and barriers, and the store's calls with or
+// without the group's secret.
 #ifndef DISTOPT_TESTS_GROUP_CALLS_H_
 #define DISTOPT_TESTS_GROUP_CALLS_H_
 
@@ -18,7 +18,7 @@
 namespace distopt {
 namespace testing {
 
-inline std::unique_ptr<v1::GroupService::Stub> GroupStub(
+inline std::unique_ptr<v1::GroupService::Stub> GroupServiceClient(
     Client& client, const std::string& address) {
   return v1::GroupService::NewStub(client.Channel(address));
 }
@@ -34,7 +34,7 @@ inline void AsMember(grpc::ClientContext* context,
 inline v1::GroupInfo GetGroup(Client& client, const std::string& address) {
   grpc::ClientContext context;
   v1::GroupInfo info;
-  grpc::Status status = GroupStub(client, address)
+  grpc::Status status = GroupServiceClient(client, address)
                             ->GetGroup(&context, v1::GetGroupRequest(), &info);
   EXPECT_TRUE(status.ok()) << status.error_message();
   return info;
@@ -46,7 +46,8 @@ inline grpc::Status Barrier(Client& client, const std::string& address,
   v1::BarrierRequest request;
   request.set_timeout_ms(timeout_ms);
   v1::BarrierResponse response;
-  return GroupStub(client, address)->Barrier(&context, request, &response);
+  return GroupServiceClient(client, address)
+      ->Barrier(&context, request, &response);
 }
 
 }  // namespace testing

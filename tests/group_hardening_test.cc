@@ -25,7 +25,7 @@ namespace {
 
 using ::distopt::testing::AsMember;
 using ::distopt::testing::GetGroup;
-using ::distopt::testing::GroupStub;
+using ::distopt::testing::GroupServiceClient;
 using ::distopt::testing::PollUntil;
 using ::testing::HasSubstr;
 
@@ -47,7 +47,8 @@ class StoreTest : public testing::WorkerTest {
     request.set_key(key);
     request.set_value(value);
     v1::SetResponse response;
-    return GroupStub(client_, address_)->Set(&context, request, &response);
+    return GroupServiceClient(client_, address_)
+        ->Set(&context, request, &response);
   }
   grpc::Status Get(const std::string& key, const std::string& secret,
                    v1::GetResponse* value) {
@@ -55,7 +56,7 @@ class StoreTest : public testing::WorkerTest {
     AsMember(&context, secret);
     v1::GetRequest request;
     request.set_key(key);
-    return GroupStub(client_, address_)->Get(&context, request, value);
+    return GroupServiceClient(client_, address_)->Get(&context, request, value);
   }
 };
 
@@ -79,7 +80,7 @@ TEST_F(StoreTest, OnlyTheGroupMayUseItsStore) {
   EXPECT_EQ(value.value(), "rank 0's address");
   grpc::ClientContext info_context;
   v1::GroupInfo info;
-  EXPECT_TRUE(GroupStub(client_, address_)
+  EXPECT_TRUE(GroupServiceClient(client_, address_)
                   ->GetGroup(&info_context, v1::GetGroupRequest(), &info)
                   .ok());
 }
@@ -108,7 +109,8 @@ TEST_F(StoreTest, ACounterDoesNotWrap) {
     v1::AddRequest request;
     request.set_key("counter");
     request.set_delta(delta);
-    return GroupStub(client_, address_)->Add(&context, request, response);
+    return GroupServiceClient(client_, address_)
+        ->Add(&context, request, response);
   };
   v1::AddResponse response;
   ASSERT_TRUE(add(std::numeric_limits<int64_t>::max(), &response).ok());
@@ -136,7 +138,7 @@ TEST(StoreWaitTest, AbandonedWaitsFreeTheirThreadsAndShutdownIsPrompt) {
     request.add_keys("never/set");
     request.set_timeout_ms(40000);
     v1::WaitResponse response;
-    return GroupStub(client, rank0->address())
+    return GroupServiceClient(client, rank0->address())
         ->Wait(&context, request, &response);
   };
   std::vector<std::thread> callers;
@@ -224,7 +226,7 @@ TEST_F(GroupFailureTest, AFailedCollectiveIsSaidAndReformingRepairsIt) {
     grpc::ClientContext context;
     v1::ReformRequest request;
     request.set_timeout_ms(20000);
-    return GroupStub(*client_, addresses_[r])
+    return GroupServiceClient(*client_, addresses_[r])
         ->Reform(&context, request, &reformed[r]);
   }));
   for (int r = 0; r < 2; ++r) {

@@ -18,7 +18,7 @@ namespace {
 using ::distopt::testing::AsMember;
 using ::distopt::testing::Barrier;
 using ::distopt::testing::GetGroup;
-using ::distopt::testing::GroupStub;
+using ::distopt::testing::GroupServiceClient;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -29,15 +29,16 @@ class GroupServiceTest : public testing::WorkerTest {
             "--peers=127.0.0.1:1001,127.0.0.1:1002"};
   }
   std::string GroupSecret() const override { return testing::kTestGroupSecret; }
-  std::unique_ptr<v1::GroupService::Stub> Stub() {
-    return GroupStub(client_, address_);
+  std::unique_ptr<v1::GroupService::Stub> GroupClient() {
+    return GroupServiceClient(client_, address_);
   }
 };
 
 TEST_F(GroupServiceTest, ReportsTheGroupFromTheFlags) {
   grpc::ClientContext context;
   v1::GroupInfo info;
-  ASSERT_TRUE(Stub()->GetGroup(&context, v1::GetGroupRequest(), &info).ok());
+  ASSERT_TRUE(
+      GroupClient()->GetGroup(&context, v1::GetGroupRequest(), &info).ok());
   EXPECT_EQ(info.rank(), 1);
   EXPECT_EQ(info.world_size(), 3);
   EXPECT_THAT(info.peers(), ElementsAre("127.0.0.1:1001", "127.0.0.1:1002"));
@@ -45,7 +46,7 @@ TEST_F(GroupServiceTest, ReportsTheGroupFromTheFlags) {
 }
 
 TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
-  auto stub = Stub();
+  auto stub = GroupClient();
   {
     grpc::ClientContext context;
     AsMember(&context);
@@ -63,7 +64,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
     wait.add_keys("nccl/unique_id");
     wait.set_timeout_ms(30000);
     v1::WaitResponse done;
-    EXPECT_TRUE(Stub()->Wait(&context, wait, &done).ok());
+    EXPECT_TRUE(GroupClient()->Wait(&context, wait, &done).ok());
   });
   {
     grpc::ClientContext context;
@@ -97,7 +98,7 @@ TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
 }
 
 TEST_F(GroupServiceTest, WaitTimesOutAndBadTimeoutsAreRefused) {
-  auto stub = Stub();
+  auto stub = GroupClient();
   grpc::ClientContext context;
   AsMember(&context);
   v1::WaitRequest wait;

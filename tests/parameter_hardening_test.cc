@@ -132,7 +132,7 @@ TEST_F(ParameterHardeningTest, AHugePageTokenIsQuotedInPart) {
   grpc::ClientContext context;
   v1::ListParametersResponse response;
   grpc::Status status =
-      ParameterStub()->ListParameters(&context, request, &response);
+      ParameterServiceClient()->ListParameters(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("page_token"));
   EXPECT_THAT(status.error_message(), HasSubstr("(102400 bytes)"));
@@ -157,7 +157,7 @@ TEST_F(ParameterHardeningTest, GetParameterReadsASnapshotDuringWrites) {
     stop = true;
     writer.join();
   };
-  auto stub = ParameterStub();
+  auto stub = ParameterServiceClient();
   std::set<float> seen;
   int reads = 0;
   for (; reads < 8000; ++reads) {

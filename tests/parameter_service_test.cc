@@ -1,6 +1,6 @@
 // ParameterService end to end: a real distopt_worker driven through the
 // client library (and, for requests the client would never send, through the
-// raw stub).
+// generated gRPC client).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,7 +30,8 @@ class ParameterServiceTest : public testing::WorkerTest {
   grpc::Status RawCreate(const v1::CreateParameterRequest& request) {
     grpc::ClientContext context;
     v1::ParameterInfo response;
-    return ParameterStub()->CreateParameter(&context, request, &response);
+    return ParameterServiceClient()->CreateParameter(&context, request,
+                                                     &response);
   }
 
   // The daemon still serves: a fresh parameter round-trips.
@@ -127,7 +128,8 @@ TEST_F(ParameterServiceTest, ListPagesThroughManyParameters) {
   v1::ListParametersRequest request;
   request.set_page_size(1000);
   v1::ListParametersResponse page;
-  ASSERT_TRUE(ParameterStub()->ListParameters(&context, request, &page).ok());
+  ASSERT_TRUE(
+      ParameterServiceClient()->ListParameters(&context, request, &page).ok());
   EXPECT_EQ(page.parameters_size(), 1000);
   EXPECT_FALSE(page.next_page_token().empty());
 }
@@ -244,7 +246,9 @@ TEST_F(ParameterServiceTest, GetParameterReturnsSmallValuesInline) {
   request.mutable_parameter()->set_name("p");
   request.set_include_values(true);
   v1::GetParameterResponse response;
-  ASSERT_TRUE(ParameterStub()->GetParameter(&context, request, &response).ok());
+  ASSERT_TRUE(ParameterServiceClient()
+                  ->GetParameter(&context, request, &response)
+                  .ok());
   absl::StatusOr<Tensor> inline_values =
       TensorFromProto(response.values(), "values");
   ASSERT_TRUE(inline_values.ok()) << inline_values.status();
@@ -291,7 +295,7 @@ TEST_F(ParameterServiceTest, UnknownIdOrNameIsNotFound) {
   v1::GetParameterRequest request;
   v1::GetParameterResponse response;
   grpc::Status status =
-      ParameterStub()->GetParameter(&context, request, &response);
+      ParameterServiceClient()->GetParameter(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("expected one of them"));
   ExpectStillServing();
@@ -455,7 +459,7 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     v1::ReadParameterRequest request;
     request.mutable_parameter()->set_name("p");
     request.set_chunk_bytes(chunk_bytes);
-    auto reader = ParameterStub()->ReadParameter(&context, request);
+    auto reader = ParameterServiceClient()->ReadParameter(&context, request);
     v1::ParameterChunk chunk;
     EXPECT_FALSE(reader->Read(&chunk));
     grpc::Status status = reader->Finish();
@@ -468,7 +472,7 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     request.set_page_size(-5);
     v1::ListParametersResponse response;
     grpc::Status status =
-        ParameterStub()->ListParameters(&context, request, &response);
+        ParameterServiceClient()->ListParameters(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("page_size"));
   }
@@ -478,7 +482,7 @@ TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
     request.set_page_token("garbage");
     v1::ListParametersResponse response;
     grpc::Status status =
-        ParameterStub()->ListParameters(&context, request, &response);
+        ParameterServiceClient()->ListParameters(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("page_token"));
   }
@@ -495,7 +499,7 @@ TEST_F(ParameterServiceTest, LargeInlineGetIsRefusedWithAHint) {
   request.set_include_values(true);
   v1::GetParameterResponse response;
   grpc::Status status =
-      ParameterStub()->GetParameter(&context, request, &response);
+      ParameterServiceClient()->GetParameter(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(status.error_message(), HasSubstr("use ReadParameter"));
   ExpectStillServing();

@@ -92,8 +92,8 @@ inline bool PollUntil(const std::function<bool()>& condition,
   return true;
 }
 
-// One page of the worker's autograd contexts, through the raw stub (the
-// client library does not list them); fails the test if the call fails.
+// One page of the worker's autograd contexts, through the generated gRPC client
+// (the client library does not list them); fails the test if the call fails.
 inline v1::ListContextsResponse ListContexts(Client& client,
                                              const std::string& address,
                                              int page_size = 0,
@@ -138,9 +138,9 @@ class WorkerTest : public ::testing::Test {
     address_ = worker_->address();
   }
 
-  // ParameterService through the raw stub, for requests the client library
-  // would never send.
-  std::unique_ptr<v1::ParameterService::Stub> ParameterStub() {
+  // ParameterService through the generated gRPC client, for requests the client
+  // library would never send.
+  std::unique_ptr<v1::ParameterService::Stub> ParameterServiceClient() {
     return v1::ParameterService::NewStub(client_.Channel(address_));
   }
 
@@ -149,7 +149,7 @@ class WorkerTest : public ::testing::Test {
       const std::vector<v1::WriteParameterRequest>& messages) {
     grpc::ClientContext context;
     v1::ParameterInfo response;
-    auto writer = ParameterStub()->WriteParameter(&context, &response);
+    auto writer = ParameterServiceClient()->WriteParameter(&context, &response);
     for (const auto& message : messages) {
       if (!writer->Write(message)) break;
     }

@@ -20,8 +20,8 @@ absl::StatusOr<std::vector<size_t>> BlockOffsets(
     sum += count;
   }
   if (sum != total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", total, " long; the counts add up to ", sum));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", total, " long; the counts add up to ", sum));
   }
   return offsets;
 }
