@@ -161,8 +161,9 @@ std::string Envelope(const std::string& payload) {
   return bytes + payload;
 }
 
-// A checkpoint folder whose index, fields, sizes and checksums were all
-// checked.
+// A checkpoint folder whose index (and its checksum), fields and file sizes
+// were checked; the values files' checksums are checked as Restore reads
+// them.
 struct Verified {
   fs::path folder;
   checkpoint::CheckpointIndex index;
@@ -246,21 +247,6 @@ absl::Status CheckInfo(const fs::path& index_path, const ParameterInfo& info) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> FileCrc32(const std::string& path, size_t size) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> block(std::min(size, kBlockBytes));
-  uint32_t crc = Crc32(0, nullptr, 0);
-  for (size_t offset = 0; offset < size;) {
-    const size_t length = std::min(kBlockBytes, size - offset);
-    if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
-      return Damaged(path, "cannot be read");
-    }
-    crc = Crc32(crc, block.data(), length);
-    offset += length;
-  }
-  return crc;
-}
-
 absl::StatusOr<Verified> Verify(const fs::path& folder) {
   Verified verified;
   verified.folder = folder;
@@ -288,43 +274,53 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
                      absl::StrCat("should hold ", info->byte_size,
                                   " bytes for parameter \"", info->name, "\""));
     }
-    if (verified.index.format() == kFormat) {
-      absl::StatusOr<uint32_t> crc =
-          FileCrc32(path, static_cast<size_t>(info->byte_size));
-      if (!crc.ok()) return crc.status();
-      if (*crc != verified.index.values_crc32(i)) {
-        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
-                                          "parameter \"",
-                                          info->name, "\" are damaged"));
-      }
-    }
     verified.infos.push_back(*std::move(info));
   }
   return verified;
 }
 
+// Restores the parameters, checking each values file's crc32 as it is read
+// (one pass over the files). On any failure the parameters restored so far
+// are deleted again: the store is as it was, for the next candidate.
 absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
-  for (const ParameterInfo& info : checkpoint.infos) {
+  std::vector<uint64_t> restored;
+  absl::Status status;
+  for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
+    const ParameterInfo& info = checkpoint.infos[i];
     // The device is this daemon's, whatever it was when saved.
     const std::string path = ValuesFile(checkpoint.folder, info.id);
-    absl::Status status = store.Restore(info, [&](Tensor& values) {
+    status = store.Restore(info, [&](Tensor& values) {
       std::ifstream in(path, std::ios::binary);
       std::vector<char> block(std::min(values.byte_size(), kBlockBytes));
       char* base = static_cast<char*>(values.data());
+      uint32_t crc = Crc32(0, nullptr, 0);
       for (size_t offset = 0; offset < values.byte_size();) {
         const size_t length =
             std::min(kBlockBytes, values.byte_size() - offset);
         if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
           return Damaged(path, "cannot be read");
         }
+        crc = Crc32(crc, block.data(), length);
         absl::Status copied =
             store.backend()->CopyFromHost(base + offset, block.data(), length);
         if (!copied.ok()) return copied;
         offset += length;
       }
+      if (checkpoint.index.format() == kFormat &&
+          crc != checkpoint.index.values_crc32(static_cast<int>(i))) {
+        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
+                                          "parameter \"",
+                                          info.name, "\" are damaged"));
+      }
       return absl::OkStatus();
     });
-    if (!status.ok()) return status;
+    if (status.ok()) restored.push_back(info.id);
+  }
+  if (!status.ok()) {
+    for (uint64_t id : restored) {
+      store.Delete(ParameterKey::ById(id)).IgnoreError();
+    }
+    return status;
   }
   store.ReserveIdsBelow(checkpoint.index.next_id());
   return absl::OkStatus();
@@ -461,6 +457,11 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
       continue;
     }
     absl::Status status = Restore(store, *verified);
+    if (absl::IsDataLoss(status)) {  // A values file found damaged.
+      problems.push_back(std::string(status.message()));
+      damaged.push_back(candidate);
+      continue;
+    }
     if (!status.ok()) return status;
     restored.parameters = verified->infos.size();
     if (candidate != candidates.front()) {

@@ -6,10 +6,11 @@
 // envelope) and one DIR/parameters/<id>.bin per parameter, whose crc32 the
 // index holds. A save is written to DIR/parameters.new, fsynced, and
 // swapped in by renames; the `keep` checkpoints before it stay as
-// DIR/parameters.<n> (the higher n, the newer). A restore verifies every
-// checksum, size and field before it restores anything, and falls back to
-// the newest whole previous checkpoint when the newest is damaged or
-// unfinished (a crash between the renames), saying so.
+// DIR/parameters.<n> (the higher n, the newer). A restore checks the
+// index, every field and size before it restores anything, and each values
+// file's checksum as it reads it (one pass); on any damage it undoes what
+// it restored and falls back to the newest whole previous checkpoint,
+// saying so.
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 

@@ -31,6 +31,19 @@ class CheckpointTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in),
+                       std::istreambuf_iterator<char>());
+  }
+
+  // The index inside a format 2 envelope: 8 bytes of magic, 4 of crc32,
+  // then the index.
+  static bool ParseIndex(const std::string& envelope,
+                         checkpoint::CheckpointIndex* index) {
+    return envelope.size() >= 12 && index->ParseFromString(envelope.substr(12));
+  }
+
   static std::vector<char> Bytes(const ParameterStore& store, uint64_t id) {
     std::shared_ptr<Parameter> p = *store.Find(ParameterKey::ById(id));
     const ParameterInfo info = p->Info();
@@ -313,15 +326,9 @@ TEST_F(CheckpointTest, InconsistentIndexFieldsAreRefused) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   fs::remove_all(dir_ + "/parameters.1");
   const std::string index_path = dir_ + "/parameters/index.binpb";
-  std::string bytes;
-  {
-    std::ifstream in(index_path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in),
-                 std::istreambuf_iterator<char>());
-  }
-  // The envelope: 8 bytes of magic, 4 of crc32, then the index.
+  const std::string bytes = ReadFile(index_path);
   checkpoint::CheckpointIndex original;
-  ASSERT_TRUE(original.ParseFromString(bytes.substr(12)));
+  ASSERT_TRUE(ParseIndex(bytes, &original));
   auto rewrite = [&](const std::function<void(v1::ParameterInfo&)>& edit) {
     checkpoint::CheckpointIndex index = original;
     edit(*index.mutable_parameters(0));
@@ -400,14 +407,8 @@ TEST_F(CheckpointTest, AFormatOneCheckpointStillLoads) {
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   const std::string index_path = dir_ + "/parameters/index.binpb";
-  std::string bytes;
-  {
-    std::ifstream in(index_path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in),
-                 std::istreambuf_iterator<char>());
-  }
   checkpoint::CheckpointIndex index;
-  ASSERT_TRUE(index.ParseFromString(bytes.substr(12)));
+  ASSERT_TRUE(ParseIndex(ReadFile(index_path), &index));
   index.set_format(1);
   index.clear_values_crc32();
   std::ofstream(index_path, std::ios::binary | std::ios::trunc)
