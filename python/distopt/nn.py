@@ -73,14 +73,30 @@ class _RemoteModule(torch.nn.Module):
         self.worker = worker
         self.client = client or default_client()
 
+    def _place(self, name: str, source: torch.nn.Module) -> None:
+        """Creates `source`'s parameters on the worker as "<name>.<param>"
+        (float32 only); each is also the attribute `<param>_ref`."""
+        for param_name, values in source.named_parameters():
+            if values.dtype != torch.float32:
+                raise ValueError(
+                    f"init_from: {param_name} is {values.dtype}; expected "
+                    "torch.float32 (the workers' linear and embedding ops "
+                    "take float32)")
+        self._remote = []
+        for param_name, values in source.named_parameters():
+            ref = self.client.create_parameter(
+                self.worker, f"{name}.{param_name}", values.detach())
+            setattr(self, param_name + "_ref", ref)
+            self._remote.append((param_name, ref))
+
     def remote_parameters(self) -> List[RemoteParameter]:
         """The parameters on the worker, for DistributedOptimizer (as
         RemoteModule.remote_parameters in torch)."""
-        raise NotImplementedError
+        return [ref for _, ref in self._remote]
 
     def _remote_state(self):
         """(name, RemoteParameter) of what state_dict() holds."""
-        raise NotImplementedError
+        return list(self._remote)
 
     def _apply(self, fn, *args, **kwargs):
         # .half(), .double(), .to(dtype or device), .cuda() reach a module
@@ -152,15 +168,6 @@ def _unique_name(kind: str) -> str:
     return f"{kind}_{uuid.uuid4().hex}"
 
 
-def _float32_copy_source(module: torch.nn.Module, argument: str):
-    for name, parameter in module.named_parameters():
-        if parameter.dtype != torch.float32:
-            raise ValueError(
-                f"{argument}: {name} is {parameter.dtype}; expected "
-                "torch.float32 (the workers' linear and embedding ops take "
-                "float32)")
-
-
 class RemoteLinear(_RemoteModule):
     """torch.nn.Linear whose weight [out, in] and bias [out] live on
     `worker`, initialised as torch.nn.Linear initialises them (or copied
@@ -183,18 +190,8 @@ class RemoteLinear(_RemoteModule):
         if init_from.bias is None:
             raise ValueError("init_from: a Linear without bias; expected one "
                              "with a bias")
-        _float32_copy_source(init_from, "init_from")
-        name = name or _unique_name("linear")
-        self.weight_ref = self.client.create_parameter(
-            worker, name + ".weight", init_from.weight.detach())
-        self.bias_ref = self.client.create_parameter(
-            worker, name + ".bias", init_from.bias.detach())
-
-    def remote_parameters(self) -> List[RemoteParameter]:
-        return [self.weight_ref, self.bias_ref]
-
-    def _remote_state(self):
-        return [("weight", self.weight_ref), ("bias", self.bias_ref)]
+        # weight_ref and bias_ref.
+        self._place(name or _unique_name("linear"), init_from)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = x W^T + b over the last dimension, as torch.nn.Linear: any
@@ -230,16 +227,7 @@ class RemoteEmbedding(_RemoteModule):
             raise ValueError(
                 f"init_from: weight {list(init_from.weight.shape)}; expected "
                 f"[{num_embeddings}, {embedding_dim}]")
-        _float32_copy_source(init_from, "init_from")
-        name = name or _unique_name("embedding")
-        self.weight_ref = self.client.create_parameter(
-            worker, name + ".weight", init_from.weight.detach())
-
-    def remote_parameters(self) -> List[RemoteParameter]:
-        return [self.weight_ref]
-
-    def _remote_state(self):
-        return [("weight", self.weight_ref)]
+        self._place(name or _unique_name("embedding"), init_from)  # weight_ref.
 
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
         return self._run("embedding", indices)

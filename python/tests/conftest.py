@@ -72,3 +72,17 @@ def worker_factory():
 @pytest.fixture
 def client():
     return distopt.connect(rpc_timeout=10.0)
+
+
+@pytest.fixture
+def group_of_two(worker_factory, tmp_path):
+    """Two ranks' daemons joined through rank 0's store: (rank0, rank1)."""
+    secret = tmp_path / "secret"
+    secret.write_text("the secret of the Python test group")
+    flags = ["--world_size=2", f"--group_secret_file={secret}",
+             "--group_timeout=60s"]
+    # Rank 0 serves the group's store; rank 1 joins it there.
+    rank0 = worker_factory(flags + ["--rank=0", "--rendezvous=127.0.0.1:1"])
+    rank1 = worker_factory(flags + ["--rank=1",
+                                    f"--rendezvous={rank0.address}"])
+    return rank0, rank1

@@ -47,23 +47,8 @@ def train_rank(rank, address, steps, results):
                  int(info["state_bytes"])))
 
 
-def start_group(worker_factory, folder):
-    """Two ranks' daemons, joined through rank 0's store."""
-    secret = os.path.join(folder, "secret")
-    with open(secret, "w") as f:
-        f.write("the secret of the Python test group")
-    flags = ["--world_size=2", f"--group_secret_file={secret}",
-             "--group_timeout=60s"]
-    # Rank 0 serves the group's store; rank 1 joins it there.
-    rank0 = worker_factory(flags + ["--rank=0",
-                                    "--rendezvous=127.0.0.1:1"])
-    rank1 = worker_factory(flags + ["--rank=1",
-                                    f"--rendezvous={rank0.address}"])
-    return rank0, rank1
-
-
-def test_zero_from_two_trainer_processes(worker_factory, tmp_path):
-    rank0, rank1 = start_group(worker_factory, str(tmp_path))
+def test_zero_from_two_trainer_processes(group_of_two):
+    rank0, rank1 = group_of_two
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     trainers = [spawn.Process(target=train_rank,
@@ -114,9 +99,8 @@ with distopt.autograd.context() as context_id:
 """
 
 
-def test_ctrl_c_interrupts_a_step_waiting_for_other_ranks(worker_factory,
-                                                          tmp_path):
-    rank0, rank1 = start_group(worker_factory, str(tmp_path))
+def test_ctrl_c_interrupts_a_step_waiting_for_other_ranks(group_of_two):
+    rank0, rank1 = group_of_two
     trainer = subprocess.Popen(
         ["/usr/bin/python3", "-c", STEP_THAT_WAITS, rank0.address,
          rank1.address], stdout=subprocess.PIPE, text=True)

@@ -67,18 +67,6 @@ def test_mutual_tls_and_bearer_token(worker_factory, tmp_path):
     assert failed.value.worker == worker.address
 
 
-def start_group(worker_factory, folder):
-    secret = os.path.join(folder, "secret")
-    with open(secret, "w") as f:
-        f.write("the secret of the Python test group")
-    flags = ["--world_size=2", f"--group_secret_file={secret}",
-             "--group_timeout=60s"]
-    rank0 = worker_factory(flags + ["--rank=0", "--rendezvous=127.0.0.1:1"])
-    rank1 = worker_factory(flags + ["--rank=1",
-                                    f"--rendezvous={rank0.address}"])
-    return [rank0.address, rank1.address]
-
-
 def on_both_ranks(call):
     """call(rank) on two threads at once, as a collective needs."""
     results, errors = [None, None], []
@@ -99,9 +87,9 @@ def on_both_ranks(call):
     return results
 
 
-def test_zero_join_param_groups_and_state_dict(worker_factory, tmp_path):
+def test_zero_join_param_groups_and_state_dict(group_of_two):
     client = distopt.connect()
-    ranks = start_group(worker_factory, str(tmp_path))
+    ranks = [worker.address for worker in group_of_two]
     parameters = [{name: client.create_parameter(address, name,
                                                  torch.ones(8) * (i + 1))
                    for i, name in enumerate(["a", "b", "c"])}
@@ -136,9 +124,9 @@ def test_zero_join_param_groups_and_state_dict(worker_factory, tmp_path):
     on_both_ranks(lambda r: zeros[r].load_state_dict(state))
 
 
-def test_post_local_sgd_averages_every_period(worker_factory, tmp_path):
+def test_post_local_sgd_averages_every_period(group_of_two):
     client = distopt.connect()
-    ranks = start_group(worker_factory, str(tmp_path))
+    ranks = [worker.address for worker in group_of_two]
     parameters = [client.create_parameter(address, "w", torch.zeros(4))
                   for address in ranks]
     optimizers = on_both_ranks(
