@@ -3,15 +3,6 @@
 import re
 from typing import List, Optional
 
-# gRPC status codes by number (absl::StatusCode uses the same numbers).
-_CODE_NAMES = {
-    0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT",
-    4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 6: "ALREADY_EXISTS",
-    7: "PERMISSION_DENIED", 8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION",
-    10: "ABORTED", 11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL",
-    14: "UNAVAILABLE", 15: "DATA_LOSS", 16: "UNAUTHENTICATED",
-}
-
 _WORKER = re.compile(r"worker ([^\s:]+:\d+):")
 _APPLIED = re.compile(r"Applied on: (.*?)\.?$")
 
@@ -30,9 +21,9 @@ class Error(RuntimeError):
       message: the message, which names the worker and the call.
     """
 
-    def __init__(self, code_value: int, message: str):
+    def __init__(self, code_value: int, code: str, message: str):
         self.code_value = code_value
-        self.code = _CODE_NAMES.get(code_value, str(code_value))
+        self.code = code
         self.message = message
         self.workers: List[str] = _WORKER.findall(message)
         self.worker: Optional[str] = self.workers[0] if self.workers else None
@@ -44,4 +35,4 @@ class Error(RuntimeError):
         super().__init__(f"{self.code}: {message}")
 
     def __reduce__(self):
-        return (Error, (self.code_value, self.message))
+        return (Error, (self.code_value, self.code, self.message))

@@ -18,42 +18,13 @@ from distopt.client import Client, default_client
 from distopt.optim import kind_name
 
 
-def _hyper_json(hyperparameters: Dict[str, Any]) -> Dict[str, Any]:
-    values = {}
-    for name, value in hyperparameters.items():
-        try:
-            if isinstance(value, bool):
-                values[name] = {"flag": value}
-            elif isinstance(value, (tuple, list)) and len(value) == 2:
-                values[name] = {"pair": {"first": float(value[0]),
-                                         "second": float(value[1])}}
-            elif not isinstance(value, str):
-                # Anything float() takes: numpy scalars, 1-element tensors.
-                values[name] = {"number": float(value)}
-            else:
-                raise TypeError
-        except (TypeError, ValueError):
-            raise TypeError(f"hyperparameter {name}: {value!r}; expected a "
-                            "float, a bool or a pair of floats") from None
-    return values
-
-
-def _group_json(group: Dict[str, Any]) -> Dict[str, Any]:
-    """{"params": [names], **hyperparameters} as a ZeroParamGroup."""
-    group = dict(group)
-    names = group.pop("params", None)
-    if not names or not all(isinstance(n, str) for n in names):
-        raise ValueError("param_group['params']: expected the daemon's "
-                         "parameter names (the same on every rank)")
-    return {"parameter_names": list(names),
-            "hyperparameters": _hyper_json(group)}
-
-
 def _groups(params: Union[Sequence[str], Sequence[Dict[str, Any]]],
             defaults: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """torch's param groups: {"params": [names], **hyperparameters}, each
+    with the defaults under its own values (checked by the extension)."""
     if params and isinstance(params[0], dict):
-        return [_group_json({**defaults, **g}) for g in params]
-    return [_group_json({"params": list(params), **defaults})]
+        return [{**defaults, **g} for g in params]
+    return [{"params": list(params), **defaults}]
 
 
 class ZeroRedundancyOptimizer:
@@ -84,14 +55,14 @@ class ZeroRedundancyOptimizer:
         self._impl = _distopt.RemoteZero(self.client._impl, worker)
         request = {
             "kind": kind_name(optimizer),
-            "groups": _groups(params, defaults),
             "timeout_ms": str(int(timeout * 1000)),
             "parameters_as_bucket_view": parameters_as_bucket_view,
             "overlap": overlap,
             "gradient_sharded": gradient_sharded,
             "bucket_bytes": str(int(bucket_bytes)),
         }
-        self.info = json.loads(self._impl.create(json.dumps(request)))
+        self.info = json.loads(self._impl.create(
+            json.dumps(request), _groups(params, defaults)))
 
     def step(self, context_id: int) -> None:
         """Averages the context's gradients across the ranks and steps."""
@@ -105,8 +76,7 @@ class ZeroRedundancyOptimizer:
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         """Adds a group ({"params": [names], **hyperparameters}) on every
         rank, as torch's add_param_group."""
-        self.info = json.loads(self._impl.add_param_group(
-            json.dumps(_group_json(param_group))))
+        self.info = json.loads(self._impl.add_param_group(dict(param_group)))
 
     def set_hyperparameters(self, group: int, **changes: Any) -> None:
         """Changes group `group`'s hyperparameters on every rank."""
@@ -151,7 +121,6 @@ class PostLocalSGDOptimizer:
         self._impl = _distopt.RemoteLocalSgd(self.client._impl, worker)
         request: Dict[str, Any] = {
             "kind": kind_name(optimizer),
-            "groups": _groups(params, defaults),
             "start_localsgd_iter": str(start_localsgd_iter),
             "subgroup_size": subgroup_size,
             "no_post_local_gradient_allreduce":
@@ -167,7 +136,8 @@ class PostLocalSGDOptimizer:
         else:
             request["periodic"] = {"period": str(period),
                                    "warmup_steps": str(warmup_steps)}
-        self.info = json.loads(self._impl.create(json.dumps(request)))
+        self.info = json.loads(self._impl.create(
+            json.dumps(request), _groups(params, defaults)))
 
     def step(self, context_id: int) -> int:
         """A step; returns the size of the group it averaged in (0: none)."""

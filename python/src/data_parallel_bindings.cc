@@ -8,6 +8,7 @@
 
 #include "client/data_parallel.h"
 #include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
 #include "python/src/bindings.h"
 #include "python/src/hyperparameters.h"
 #include "python/src/interruptible.h"
@@ -37,6 +38,53 @@ Message ParsedJson(const std::string& json, const char* argument) {
   return message;
 }
 
+// A parameter group as torch writes one, {"params": [names], **hyper}.
+v1::ZeroParamGroup GroupOf(const py::dict& group, const std::string& argument) {
+  v1::ZeroParamGroup proto;
+  py::dict hyperparameters;
+  for (const auto& [key, value] : group) {
+    const std::string name = py::str(key);
+    if (name != "params") {
+      hyperparameters[key] = value;
+      continue;
+    }
+    if (py::isinstance<py::str>(value) ||
+        !py::isinstance<py::sequence>(value)) {
+      throw py::type_error(argument +
+                           "['params']: expected a list of the "
+                           "daemon's parameter names");
+    }
+    for (const py::handle& parameter : value) {
+      if (!py::isinstance<py::str>(parameter)) {
+        throw py::type_error(argument +
+                             "['params']: " + std::string(py::repr(parameter)) +
+                             "; expected parameter names (str)");
+      }
+      proto.add_parameter_names(parameter.cast<std::string>());
+    }
+  }
+  if (proto.parameter_names().empty()) {
+    throw py::value_error(argument +
+                          "['params']: empty or missing; expected the "
+                          "daemon's parameter names (the same on every rank)");
+  }
+  for (const auto& [name, value] : ToHyperparameters(hyperparameters)) {
+    (*proto.mutable_hyperparameters())[name] = value;
+  }
+  return proto;
+}
+
+// The request from its JSON (every field but the groups) and the groups.
+template <typename Request>
+Request RequestOf(const std::string& json, const py::list& groups) {
+  Request request = ParsedJson<Request>(json, "request");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    *request.add_groups() = GroupOf(groups[g].cast<py::dict>(),
+                                    "param_groups[" + std::to_string(g) + "]");
+  }
+  return request;
+}
+
 // `call(handle)` on the handle `self` wraps, interruptibly; `self` (which
 // keeps the client alive) stays alive while the call runs.
 template <typename Handle, typename Call>
@@ -60,13 +108,14 @@ void BindDataParallel(py::module_& m) {
                                                  std::move(worker));
            }),
            py::keep_alive<1, 2>())
-      .def("create",
-           [](py::object self, const std::string& json) {
-             auto request = ParsedJson<v1::CreateZeroRequest>(json, "request");
-             return JsonOn<RemoteZero>(self, [request](RemoteZero& zero) {
-               return zero.Create(request);
-             });
-           })
+      .def(
+          "create",
+          [](py::object self, const std::string& json, const py::list& groups) {
+            auto request = RequestOf<v1::CreateZeroRequest>(json, groups);
+            return JsonOn<RemoteZero>(self, [request](RemoteZero& zero) {
+              return zero.Create(request);
+            });
+          })
       .def("step",
            [](py::object self, uint64_t context_id) {
              ThrowIfError(
@@ -82,8 +131,8 @@ void BindDataParallel(py::module_& m) {
                  }));
            })
       .def("add_param_group",
-           [](py::object self, const std::string& json) {
-             auto group = ParsedJson<v1::ZeroParamGroup>(json, "param_group");
+           [](py::object self, const py::dict& param_group) {
+             auto group = GroupOf(param_group, "param_group");
              return JsonOn<RemoteZero>(self, [group](RemoteZero& zero) {
                return zero.AddParamGroup(group);
              });
@@ -127,15 +176,16 @@ void BindDataParallel(py::module_& m) {
                                                      std::move(worker));
            }),
            py::keep_alive<1, 2>())
-      .def("create",
-           [](py::object self, const std::string& json) {
-             auto request =
-                 ParsedJson<v1::CreatePostLocalSgdRequest>(json, "request");
-             return JsonOn<RemoteLocalSgd>(
-                 self, [request](RemoteLocalSgd& local_sgd) {
-                   return local_sgd.Create(request);
-                 });
-           })
+      .def(
+          "create",
+          [](py::object self, const std::string& json, const py::list& groups) {
+            auto request =
+                RequestOf<v1::CreatePostLocalSgdRequest>(json, groups);
+            return JsonOn<RemoteLocalSgd>(self,
+                                          [request](RemoteLocalSgd& local_sgd) {
+                                            return local_sgd.Create(request);
+                                          });
+          })
       .def("step",
            [](py::object self, uint64_t context_id) {
              return ValueOrThrow(OnHandle<RemoteLocalSgd>(

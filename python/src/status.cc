@@ -14,8 +14,10 @@ void RegisterStatusTranslator() {
       // The GIL is held here. distopt.errors defines the exception type,
       // so that it can carry Python attributes and be pickled.
       py::object errors = py::module_::import("distopt.errors");
+      // absl's code names are gRPC's ("NOT_FOUND", ...).
       py::object instance =
           errors.attr("Error")(static_cast<int>(error.status().code()),
+                               absl::StatusCodeToString(error.status().code()),
                                std::string(error.status().message()));
       PyErr_SetObject(errors.attr("Error").ptr(), instance.ptr());
     }
