@@ -224,10 +224,10 @@ absl::Status WorkerServer::Shutdown() {
           ": not saved, the last good checkpoint is kept: ", damage.message()));
     }
   }
-  absl::StatusOr<size_t> saved = SaveCheckpoint(
+  absl::StatusOr<SavedCheckpoint> saved = SaveCheckpoint(
       parameters_, options_.checkpoint_dir, options_.checkpoint_keep);
   if (!saved.ok()) return saved.status();
-  saved_parameters_ = *saved;
+  saved_parameters_ = saved->parameters;
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "server/params/checkpoint.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -10,9 +11,11 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,10 +31,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Format 2: index.binpb is kMagic, the payload's crc32 (4 bytes, little
-// endian), then the payload, a CheckpointIndex that holds each values
-// file's crc32. Format 1 (the bare index, no checksums) still loads.
-constexpr uint32_t kFormat = 2;
+// Formats 2 and 3: index.binpb is kMagic, the payload's crc32 (4 bytes,
+// little endian), then the payload, a CheckpointIndex that holds each
+// values file's crc32 (and, from format 3, the sections'). Format 1 (the
+// bare index, no checksums) still loads.
+constexpr uint32_t kFormat = 3;
+constexpr uint32_t kFormatWithoutSections = 2;
 constexpr uint32_t kFormatWithoutChecksums = 1;
 constexpr char kMagic[8] = {'D', 'O', 'P', 'T', 'C', 'K', 'P', '2'};
 constexpr char kIndexName[] = "index.binpb";
@@ -110,13 +115,25 @@ uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
             static_cast<uInt>(size)));  // size <= kBlockBytes < 4 GiB.
 }
 
+// The error of a failed write or sync of `path`: RESOURCE_EXHAUSTED when
+// the disk (or the user's quota) is full, so that a caller can tell it
+// from damage.
+absl::Status WriteError(absl::string_view what, const std::string& path,
+                        int error) {
+  const std::string message =
+      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
+}
+
 // Writes `size` bytes produced block by block by `read` into `path`, and
 // makes them durable before returning; `*crc` gets their crc32.
-template <typename Read>
-absl::Status WriteDurably(const std::string& path, size_t size, Read read,
-                          uint32_t* crc) {
+absl::Status WriteDurably(const std::string& path, size_t size,
+                          const ByteReader& read, uint32_t* crc) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  if (fd < 0) return WriteError("create", path, errno);
   std::vector<char> block(std::min(size, kBlockBytes));
   absl::Status status;
   *crc = Crc32(0, nullptr, 0);
@@ -126,16 +143,16 @@ absl::Status WriteDurably(const std::string& path, size_t size, Read read,
     if (status.ok()) *crc = Crc32(*crc, block.data(), length);
     for (size_t done = 0; status.ok() && done < length;) {
       const ssize_t n = write(fd, block.data() + done, length - done);
-      if (n <= 0)
-        status = absl::InternalError(absl::StrCat("cannot write ", path));
-      else
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        status = WriteError("write", path, n < 0 ? errno : ENOSPC);
+      } else {
         done += static_cast<size_t>(n);
+      }
     }
     offset += length;
   }
-  if (status.ok() && fsync(fd) != 0) {
-    status = absl::InternalError(absl::StrCat("cannot sync ", path));
-  }
+  if (status.ok() && fsync(fd) != 0) status = WriteError("sync", path, errno);
   close(fd);
   return status;
 }
@@ -174,6 +191,75 @@ absl::Status Damaged(const fs::path& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path.string(), ": ", what));
 }
 
+// A section's file name: plain, and never one of the parameters' files
+// ("<id>.bin") or the index.
+bool IsSectionName(absl::string_view name) {
+  if (name.empty() || name.size() > 100 || name == kIndexName) return false;
+  if (!absl::ascii_islower(name[0]) && name[0] != '_') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+// Reads a verified checkpoint's sections, checking each one's checksum.
+class FolderSections : public CheckpointSections {
+ public:
+  FolderSections(const fs::path& folder,
+                 const checkpoint::CheckpointIndex& index)
+      : folder_(folder) {
+    for (const checkpoint::Section& section : index.sections()) {
+      sections_[section.name()] = &section;
+    }
+  }
+
+  bool Has(const std::string& name) const override {
+    return sections_.count(name) > 0;
+  }
+
+  absl::StatusOr<std::string> ReadAll(const std::string& name) const override {
+    std::string bytes;
+    absl::Status status = Read(name, [&](const char* data, size_t size) {
+      bytes.append(data, size);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return bytes;
+  }
+
+  absl::Status Read(const std::string& name,
+                    absl::FunctionRef<absl::Status(const char*, size_t)>
+                        consume) const override {
+    const fs::path path = folder_ / name;
+    auto it = sections_.find(name);
+    if (it == sections_.end()) return Damaged(path, "missing from the index");
+    const checkpoint::Section& section = *it->second;
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> block(std::min<uint64_t>(section.size(), kBlockBytes));
+    uint32_t crc = Crc32(0, nullptr, 0);
+    for (uint64_t offset = 0; offset < section.size();) {
+      const size_t length =
+          static_cast<size_t>(std::min<uint64_t>(kBlockBytes,
+                                                 section.size() - offset));
+      if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
+        return Damaged(path, "cannot be read");
+      }
+      crc = Crc32(crc, block.data(), length);
+      absl::Status consumed = consume(block.data(), length);
+      if (!consumed.ok()) return consumed;
+      offset += length;
+    }
+    if (crc != section.crc32()) {
+      return Damaged(path, "checksum mismatch: the section is damaged");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const fs::path folder_;
+  std::map<std::string, const checkpoint::Section*> sections_;
+};
+
 absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) return Damaged(path, "missing or unreadable");
@@ -194,8 +280,10 @@ absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
       return Damaged(path, "checksum mismatch (the index is damaged)");
     }
     if (!index.ParseFromArray(payload, static_cast<int>(size)) ||
-        index.format() != kFormat) {
-      return Damaged(path, absl::StrCat("not a format ", kFormat, " index"));
+        (index.format() != kFormat &&
+         index.format() != kFormatWithoutSections)) {
+      return Damaged(path, absl::StrCat("not a format ", kFormatWithoutSections,
+                                        " or ", kFormat, " index"));
     }
     if (index.values_crc32_size() != index.parameters_size()) {
       return Damaged(path,
@@ -276,13 +364,29 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
     }
     verified.infos.push_back(*std::move(info));
   }
+  std::set<std::string> sections;
+  for (const checkpoint::Section& section : verified.index.sections()) {
+    if (!IsSectionName(section.name()) ||
+        !sections.insert(section.name()).second) {
+      return Damaged(index_path, absl::StrCat("section \"", section.name(),
+                                              "\": a bad or repeated name"));
+    }
+    const fs::path path = folder / section.name();
+    std::error_code error;
+    const uintmax_t size = fs::file_size(path, error);
+    if (error || size != section.size()) {
+      return Damaged(path, absl::StrCat("should hold ", section.size(),
+                                        " bytes (a section)"));
+    }
+  }
   return verified;
 }
 
 // Restores the parameters, checking each values file's crc32 as it is read
 // (one pass over the files). On any failure the parameters restored so far
 // are deleted again: the store is as it was, for the next candidate.
-absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
+absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
+                     const SectionsRestorer& restore_sections) {
   std::vector<uint64_t> restored;
   absl::Status status;
   for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
@@ -306,7 +410,7 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
         if (!copied.ok()) return copied;
         offset += length;
       }
-      if (checkpoint.index.format() == kFormat &&
+      if (checkpoint.index.format() != kFormatWithoutChecksums &&
           crc != checkpoint.index.values_crc32(static_cast<int>(i))) {
         return Damaged(path, absl::StrCat("checksum mismatch: the values of "
                                           "parameter \"",
@@ -315,6 +419,10 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
       return absl::OkStatus();
     });
     if (status.ok()) restored.push_back(info.id);
+  }
+  if (status.ok() && restore_sections != nullptr) {
+    status = restore_sections(FolderSections(checkpoint.folder,
+                                             checkpoint.index));
   }
   if (!status.ok()) {
     for (uint64_t id : restored) {
@@ -328,12 +436,109 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint) {
 
 }  // namespace
 
-absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
-                                      const std::string& dir, int keep) {
+CheckpointContents LiveContents(const ParameterStore& store) {
+  CheckpointContents contents;
+  contents.next_parameter_id = store.next_id();
+  for (const ParameterInfo& info :
+       store.List("", 0, std::numeric_limits<size_t>::max()).parameters) {
+    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
+        store.Find(ParameterKey::ById(info.id));
+    if (!parameter.ok()) continue;  // Deleted meanwhile.
+    contents.parameters.push_back(
+        {info, [parameter = *parameter, version = info.version](
+                   size_t offset, size_t length, char* out) {
+           return parameter->ReadBytes(version, offset, length, out);
+         }});
+  }
+  return contents;
+}
+
+absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
+  CheckpointContents contents;
+  contents.next_parameter_id = store.next_id();
+  for (ParameterInfo info :
+       store.List("", 0, std::numeric_limits<size_t>::max()).parameters) {
+    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
+        store.Find(ParameterKey::ById(info.id));
+    if (!parameter.ok()) continue;  // Deleted meanwhile.
+    absl::StatusOr<Tensor> copy =
+        Tensor::AllocateHost((*parameter)->dtype(), (*parameter)->shape());
+    if (!copy.ok()) return copy.status();
+    absl::StatusOr<uint64_t> version = (*parameter)->ReadSnapshot(copy->data());
+    if (!version.ok()) return version.status();
+    info.version = *version;
+    contents.parameters.push_back(
+        {info, [copy = *std::move(copy)](size_t offset, size_t length,
+                                         char* out) {
+           std::memcpy(out, static_cast<const char*>(copy.data()) + offset,
+                       length);
+           return absl::OkStatus();
+         }});
+  }
+  return contents;
+}
+
+namespace {
+
+// Writes the files of `contents` and their index into `folder`.
+absl::StatusOr<SavedCheckpoint> WriteFolder(const CheckpointContents& contents,
+                                            const fs::path& folder) {
+  SavedCheckpoint saved;
+  checkpoint::CheckpointIndex index;
+  index.set_format(kFormat);
+  index.set_next_id(contents.next_parameter_id);
+  index.set_saved_at_unix_micros(absl::ToUnixMicros(absl::Now()));
+  index.set_reason(contents.reason);
+  for (const CheckpointParameter& parameter : contents.parameters) {
+    uint32_t crc = 0;
+    const size_t size = static_cast<size_t>(parameter.info.byte_size);
+    absl::Status status = WriteDurably(ValuesFile(folder, parameter.info.id),
+                                       size, parameter.read, &crc);
+    if (!status.ok()) return status;
+    ParameterInfoToProto(parameter.info, index.add_parameters());
+    index.add_values_crc32(crc);
+    saved.bytes += size;
+  }
+  for (const CheckpointSection& section : contents.sections) {
+    if (!IsSectionName(section.name)) {
+      return absl::InternalError(
+          absl::StrCat("section \"", section.name, "\": not a plain name"));
+    }
+    checkpoint::Section* entry = index.add_sections();
+    uint32_t crc = 0;
+    absl::Status status = WriteDurably((folder / section.name).string(),
+                                       section.size, section.read, &crc);
+    if (!status.ok()) return status;
+    entry->set_name(section.name);
+    entry->set_size(section.size);
+    entry->set_crc32(crc);
+    saved.bytes += section.size;
+  }
+  const std::string serialized = Envelope(index.SerializeAsString());
+  uint32_t index_crc = 0;
+  absl::Status status =
+      WriteDurably((folder / kIndexName).string(), serialized.size(),
+                   [&](size_t offset, size_t length, char* out) {
+                     std::copy_n(serialized.data() + offset, length, out);
+                     return absl::OkStatus();
+                   },
+                   &index_crc);
+  if (status.ok()) status = SyncDirectory(folder);
+  if (!status.ok()) return status;
+  saved.parameters = contents.parameters.size();
+  saved.sections = contents.sections.size();
+  return saved;
+}
+
+}  // namespace
+
+absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
+    const CheckpointContents& contents, const std::string& dir, int keep) {
   if (keep < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("keep: ", keep, "; expected 0 or more"));
   }
+  const absl::Time start = absl::Now();
   const fs::path root(dir);
   const fs::path fresh = root / "parameters.new";
   const fs::path current = root / "parameters";
@@ -344,38 +549,13 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   if (!error) fs::create_directory(fresh, error);
   absl::Status status = FromErrorCode(error, "--checkpoint_dir=" + dir);
   if (!status.ok()) return status;
-
-  checkpoint::CheckpointIndex index;
-  index.set_format(kFormat);
-  index.set_next_id(store.next_id());
-  const std::vector<ParameterInfo> all =
-      store.List("", 0, std::numeric_limits<size_t>::max()).parameters;
-  for (const ParameterInfo& info : all) {
-    absl::StatusOr<std::shared_ptr<Parameter>> parameter =
-        store.Find(ParameterKey::ById(info.id));
-    if (!parameter.ok()) return parameter.status();
-    uint32_t crc = 0;
-    status = WriteDurably(
-        ValuesFile(fresh, info.id), static_cast<size_t>(info.byte_size),
-        [&](size_t offset, size_t length, char* out) {
-          return (*parameter)->ReadBytes(info.version, offset, length, out);
-        },
-        &crc);
-    if (!status.ok()) return status;
-    ParameterInfoToProto(info, index.add_parameters());
-    index.add_values_crc32(crc);
+  absl::StatusOr<SavedCheckpoint> saved = WriteFolder(contents, fresh);
+  if (!saved.ok()) {
+    // What did not fit (or failed) goes, so that the disk has the room it
+    // had; the checkpoints before it were not touched.
+    fs::remove_all(fresh, error);
+    return saved.status();
   }
-  const std::string serialized = Envelope(index.SerializeAsString());
-  uint32_t index_crc = 0;
-  status = WriteDurably((fresh / kIndexName).string(), serialized.size(),
-                        [&](size_t offset, size_t length, char* out) {
-                          std::copy_n(serialized.data() + offset, length, out);
-                          return absl::OkStatus();
-                        },
-                        &index_crc);
-  if (!status.ok()) return status;
-  status = SyncDirectory(fresh);
-  if (!status.ok()) return status;
 
   // Swap the new checkpoint in and keep the `keep` ones before it, to fall
   // back on if a newer one is found damaged: the newest becomes
@@ -398,11 +578,21 @@ absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
   if (!status.ok()) return status;
   status = SyncDirectory(root);
   if (!status.ok()) return status;
-  return all.size();
+  saved->took = absl::Now() - start;
+  return saved;
 }
 
-absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
-                                                  const std::string& dir) {
+absl::StatusOr<SavedCheckpoint> SaveCheckpoint(const ParameterStore& store,
+                                               const std::string& dir,
+                                               int keep) {
+  CheckpointContents contents = LiveContents(store);
+  contents.reason = "shutdown";
+  return SaveCheckpoint(contents, dir, keep);
+}
+
+absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
+    ParameterStore& store, const std::string& dir,
+    const SectionsRestorer& restore_sections) {
   const fs::path root(dir);
   const fs::path newest = root / "parameters";
   const fs::path fresh = root / "parameters.new";
@@ -456,7 +646,7 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
       damaged.push_back(candidate);
       continue;
     }
-    absl::Status status = Restore(store, *verified);
+    absl::Status status = Restore(store, *verified, restore_sections);
     if (absl::IsDataLoss(status)) {  // A values file found damaged.
       problems.push_back(std::string(status.message()));
       damaged.push_back(candidate);
@@ -491,6 +681,46 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
   return absl::DataLossError(
       absl::StrCat("--checkpoint_dir=", dir,
                    ": no whole checkpoint: ", absl::StrJoin(problems, "; ")));
+}
+
+absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
+    const std::string& dir) {
+  const fs::path root(dir);
+  absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+  if (!kept.ok()) return kept.status();
+  std::vector<fs::path> folders = {root / "parameters"};
+  for (auto k = kept->rbegin(); k != kept->rend(); ++k) {
+    folders.push_back(Previous(root, *k));
+  }
+  std::vector<CheckpointListing> listings;
+  for (const fs::path& folder : folders) {
+    if (!Exists(folder)) continue;
+    CheckpointListing listing;
+    listing.folder = folder.filename().string();
+    listing.saved_at = absl::InfinitePast();
+    absl::StatusOr<Verified> verified = Verify(folder);
+    listing.whole = verified.ok();
+    if (!verified.ok()) {
+      listing.problem = std::string(verified.status().message());
+      listings.push_back(std::move(listing));
+      continue;
+    }
+    const checkpoint::CheckpointIndex& index = verified->index;
+    if (index.saved_at_unix_micros() != 0) {
+      listing.saved_at = absl::FromUnixMicros(index.saved_at_unix_micros());
+    }
+    listing.reason = index.reason();
+    listing.parameters = verified->infos.size();
+    for (const ParameterInfo& info : verified->infos) {
+      listing.bytes += static_cast<uint64_t>(info.byte_size);
+    }
+    for (const checkpoint::Section& section : index.sections()) {
+      listing.sections.push_back(section.name());
+      listing.bytes += section.size();
+    }
+    listings.push_back(std::move(listing));
+  }
+  return listings;
 }
 
 absl::Status CheckCheckpointDir(const std::string& dir) {

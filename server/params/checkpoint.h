@@ -1,31 +1,111 @@
-// Parameter checkpoints: with --checkpoint_dir the daemon restores its
-// parameters (ids, names, versions and values) from the folder at start-up
-// and saves them there when it shuts down gracefully.
+// Checkpoints: with --checkpoint_dir the daemon restores its parameters
+// (ids, names, versions and values) and what the layers above add as
+// sections (the optimizers' state) from the folder at start-up, and saves
+// them there at shutdown, periodically and on demand.
 //
 // Layout: DIR/parameters/index.binpb (a CheckpointIndex in a checksummed
-// envelope) and one DIR/parameters/<id>.bin per parameter, whose crc32 the
-// index holds. A save is written to DIR/parameters.new, fsynced, and
-// swapped in by renames; the `keep` checkpoints before it stay as
-// DIR/parameters.<n> (the higher n, the newer). A restore checks the
-// index, every field and size before it restores anything, and each values
-// file's checksum as it reads it (one pass); on any damage it undoes what
-// it restored and falls back to the newest whole previous checkpoint,
-// saying so.
+// envelope), one DIR/parameters/<id>.bin per parameter and one file per
+// section, whose crc32s and sizes the index holds. A save is written to
+// DIR/parameters.new, fsynced, and swapped in by renames; the `keep`
+// checkpoints before it stay as DIR/parameters.<n> (the higher n, the
+// newer). A restore checks the index, every field and size before it
+// restores anything, and each file's checksum as it reads it (one pass); on
+// any damage it undoes what it restored and falls back to the newest whole
+// previous checkpoint, saying so.
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/params/parameter_store.h"
 
 namespace distopt {
 
-// Writes every parameter of `store`, keeping the `keep` checkpoints before
-// it; returns how many parameters. Call it when no writes are in flight (a
-// parameter changing mid-save is an ABORTED error).
-absl::StatusOr<size_t> SaveCheckpoint(const ParameterStore& store,
-                                      const std::string& dir, int keep = 1);
+// Copies bytes [offset, offset + length) of something being saved to `out`.
+using ByteReader =
+    std::function<absl::Status(size_t offset, size_t length, char* out)>;
+
+// One parameter of a checkpoint: what the index records, and its values.
+struct CheckpointParameter {
+  ParameterInfo info;
+  ByteReader read;
+};
+
+// A file a layer above the parameters adds to a checkpoint (the optimizers'
+// state, say): checksummed, sized and verified like the parameters' files.
+// `name` is a plain file name ([a-z0-9_.-]).
+struct CheckpointSection {
+  std::string name;
+  size_t size = 0;
+  ByteReader read;
+};
+
+// What one checkpoint holds.
+struct CheckpointContents {
+  uint64_t next_parameter_id = 1;
+  std::vector<CheckpointParameter> parameters;
+  std::vector<CheckpointSection> sections;
+  // Why it was taken ("shutdown", "periodic", "on demand"), kept in the
+  // index for ListCheckpoints.
+  std::string reason;
+};
+
+// The parameters read in place: for a daemon with no call in flight (a
+// parameter that changes mid-save makes the save ABORTED).
+CheckpointContents LiveContents(const ParameterStore& store);
+
+// A copy of every parameter, each consistent in itself: what a save taken
+// while the daemon serves writes, after the copy is made under the locks.
+// RESOURCE_EXHAUSTED when the copy does not fit in host memory.
+absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store);
+
+struct SavedCheckpoint {
+  size_t parameters = 0;
+  size_t sections = 0;
+  uint64_t bytes = 0;  // Values and sections, as written.
+  absl::Duration took;
+};
+
+// Writes `contents` as the newest checkpoint in `dir`, keeping the `keep`
+// checkpoints before it. RESOURCE_EXHAUSTED when the disk is full: the
+// previous checkpoints are then as they were. Not thread-safe per `dir`.
+absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
+    const CheckpointContents& contents, const std::string& dir, int keep = 1);
+
+// Shorthand: LiveContents(store).
+absl::StatusOr<SavedCheckpoint> SaveCheckpoint(const ParameterStore& store,
+                                               const std::string& dir,
+                                               int keep = 1);
+
+// The sections of a checkpoint being restored; every read checks the
+// section's size and checksum and answers DATA_LOSS naming the file when
+// they do not match.
+class CheckpointSections {
+ public:
+  virtual ~CheckpointSections() = default;
+  virtual bool Has(const std::string& name) const = 0;
+  // The whole section.
+  virtual absl::StatusOr<std::string> ReadAll(
+      const std::string& name) const = 0;
+  // The section in order, block by block; the checksum is known only after
+  // the last block, so `consume` must keep what it gets aside until this
+  // returns OK.
+  virtual absl::Status Read(
+      const std::string& name,
+      absl::FunctionRef<absl::Status(const char* data, size_t size)> consume)
+      const = 0;
+};
+
+// Restores what the sections hold, after the parameters were restored. All
+// or nothing: on any error it undoes what it did. DATA_LOSS means the
+// checkpoint is damaged: the next older one is tried.
+using SectionsRestorer = std::function<absl::Status(const CheckpointSections&)>;
 
 struct RestoredCheckpoint {
   size_t parameters = 0;
@@ -35,11 +115,28 @@ struct RestoredCheckpoint {
 };
 
 // Restores the parameters saved in `dir` into an empty `store` (none when
-// `dir` holds no checkpoint yet), and removes what an unfinished save left.
-// DATA_LOSS naming the file and what is wrong when no checkpoint in `dir`
-// is whole.
-absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(ParameterStore& store,
-                                                  const std::string& dir);
+// `dir` holds no checkpoint yet), then `restore_sections` (when given), and
+// removes what an unfinished save left. DATA_LOSS naming the file and what
+// is wrong when no checkpoint in `dir` is whole.
+absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
+    ParameterStore& store, const std::string& dir,
+    const SectionsRestorer& restore_sections = nullptr);
+
+// One checkpoint in a folder, newest first in ListCheckpoints.
+struct CheckpointListing {
+  std::string folder;  // "parameters", "parameters.3", ...
+  bool whole = false;  // Its index and sizes verify (values are not read).
+  std::string problem;  // Why not, when not whole.
+  absl::Time saved_at;  // Unknown (InfinitePast) for older formats.
+  std::string reason;
+  size_t parameters = 0;
+  std::vector<std::string> sections;
+  uint64_t bytes = 0;
+};
+
+// The checkpoints kept in `dir`, newest first.
+absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
+    const std::string& dir);
 
 // INVALID_ARGUMENT unless `dir` is (or can be made) a folder this process
 // can write: checked at start-up, not at the first save.

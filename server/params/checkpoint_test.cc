@@ -106,9 +106,9 @@ class CheckpointTest : public ::testing::Test {
 TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
   ParameterStore original(CpuBackend(), &budget_);
   Populate(original);
-  absl::StatusOr<size_t> saved = SaveCheckpoint(original, dir_);
+  absl::StatusOr<SavedCheckpoint> saved = SaveCheckpoint(original, dir_);
   ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ(*saved, 4u);
+  EXPECT_EQ(saved->parameters, 4u);
 
   std::unique_ptr<Restored> r = Restore();
   ParameterStore& restored = r->store;
