@@ -49,8 +49,15 @@ ABSL_FLAG(std::string, device, Defaults().device.ToString(),
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file once serving");
 ABSL_FLAG(std::string, checkpoint_dir, "",
-          "restore parameters from this folder at start-up and save them "
-          "there at a graceful shutdown");
+          "restore parameters and optimizers from this folder at start-up "
+          "and save them there at a graceful shutdown (and as "
+          "--checkpoint_interval, --checkpoint_every_steps and "
+          "CheckpointService.Save say)");
+ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
+          "also save a checkpoint this often, e.g. 10m (0: not by time)");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "also save a checkpoint after this many optimizer steps (0: not "
+          "by steps)");
 ABSL_FLAG(int, checkpoint_keep, Defaults().checkpoint_keep,
           "checkpoints kept before the newest in --checkpoint_dir "
           "(parameters.<n>, the higher the newer), to fall back on when the "
@@ -209,6 +216,8 @@ int main(int argc, char** argv) {
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_keep = absl::GetFlag(FLAGS_checkpoint_keep);
+  options.checkpoint_interval = absl::GetFlag(FLAGS_checkpoint_interval);
+  options.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
   options.optimizer_plugins =
       RepeatedFlagValues(argc, argv, "optimizer_plugin");
   options.context_ttl = absl::GetFlag(FLAGS_context_ttl);

@@ -51,6 +51,20 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--checkpoint_keep=", options.checkpoint_keep, ": expected 0 or more"));
   }
+  if (options.checkpoint_interval < absl::ZeroDuration() ||
+      options.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_interval=", absl::FormatDuration(options.checkpoint_interval),
+        " --checkpoint_every_steps=", options.checkpoint_every_steps,
+        ": expected 0 (off) or more"));
+  }
+  if (options.checkpoint_dir.empty() &&
+      (options.checkpoint_interval > absl::ZeroDuration() ||
+       options.checkpoint_every_steps > 0)) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_interval and --checkpoint_every_steps need "
+        "--checkpoint_dir: expected the folder to save into");
+  }
   if (options.world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--world_size=", options.world_size, ": expected at least 1"));

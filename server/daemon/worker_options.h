@@ -29,12 +29,17 @@ struct WorkerOptions {
   std::vector<std::string> peers;  // The other daemons' addresses.
   std::string rendezvous;          // Or: rank 0's address.
 
-  // Where parameters are restored from at start-up and saved to at a
-  // graceful shutdown ("" for nowhere). See server/params/checkpoint.h.
+  // Where parameters and optimizers are restored from at start-up and
+  // saved to at a graceful shutdown ("" for nowhere). See
+  // server/daemon/checkpointer.h.
   std::string checkpoint_dir;
   // Checkpoints kept before the newest, to fall back on when it is found
   // damaged at start-up.
   int checkpoint_keep = 1;
+  // Also saved this often (zero: not by time), and after this many
+  // optimizer steps (zero: not by steps).
+  absl::Duration checkpoint_interval = absl::ZeroDuration();
+  int64_t checkpoint_every_steps = 0;
 
   // Shared libraries that add optimizer kinds (server/optim/plugin_api.h).
   std::vector<std::string> optimizer_plugins;

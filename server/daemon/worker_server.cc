@@ -28,6 +28,7 @@ constexpr const char* kServedServices[] = {
     "distopt.v1.AutogradService",  "distopt.v1.GroupService",
     "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
     "distopt.v1.LocalSgdService",  "distopt.v1.ZeroService",
+    "distopt.v1.CheckpointService",
 };
 // The services that need the group's collectives.
 constexpr const char* kGroupServices[] = {
@@ -62,6 +63,20 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
       local_sgd_service_(&local_sgd_, &streams_, &budget_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_, &streams_,
                          &budget_),
+      checkpointer_(
+          options.checkpoint_dir.empty()
+              ? nullptr
+              : std::make_unique<Checkpointer>(
+                    CheckpointSchedule{options.checkpoint_dir,
+                                       options.checkpoint_keep,
+                                       options.checkpoint_interval,
+                                       options.checkpoint_every_steps},
+                    &parameters_, &optimizers_,
+                    [this]() -> absl::Status {
+                      absl::Status damage = zero_.Damage();
+                      return damage.ok() ? local_sgd_.Damage() : damage;
+                    })),
+      checkpoint_service_(checkpointer_.get()),
       health_service_(&health_, &streams_) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
@@ -98,10 +113,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     absl::Status usable = CheckCheckpointDir(options.checkpoint_dir);
     if (!usable.ok()) return usable;
     absl::StatusOr<RestoredCheckpoint> restored =
-        LoadCheckpoint(worker->parameters_, options.checkpoint_dir);
+        worker->checkpointer_->Restore();
     if (!restored.ok()) return restored.status();
     worker->restored_parameters_ = restored->parameters;
     worker->checkpoint_fell_back_ = restored->fell_back;
+    // Before serving: the step observer is set before the first step.
+    worker->checkpointer_->Start();
   }
   worker->health_.Set("", HealthCheckResponse::NOT_SERVING);
   for (const char* service : kServedServices) {
@@ -131,6 +148,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.RegisterService(&worker->group_service_);
   builder.RegisterService(&worker->zero_service_);
   builder.RegisterService(&worker->local_sgd_service_);
+  builder.RegisterService(&worker->checkpoint_service_);
   builder.RegisterService(&worker->health_service_);
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {
@@ -213,21 +231,13 @@ absl::Status WorkerServer::Shutdown() {
   membership_.reset();  // Gives up a rendezvous still waiting for peers.
   stopping_.Notify();
   context_collector_.join();
-  // No call is in flight any more: the values are final.
-  if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-  // A model torn by a step that failed half-way is not saved as good: the
-  // last good checkpoint stays.
-  for (const absl::Status& damage : {zero_.Damage(), local_sgd_.Damage()}) {
-    if (!damage.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--checkpoint_dir=", options_.checkpoint_dir,
-          ": not saved, the last good checkpoint is kept: ", damage.message()));
-    }
-  }
-  absl::StatusOr<SavedCheckpoint> saved = SaveCheckpoint(
-      parameters_, options_.checkpoint_dir, options_.checkpoint_keep);
+  if (checkpointer_ == nullptr) return absl::OkStatus();
+  // No call is in flight any more, and no periodic save after this: the
+  // values are final.
+  checkpointer_->Stop();
+  absl::StatusOr<SaveReport> saved = checkpointer_->SaveAtShutdown();
   if (!saved.ok()) return saved.status();
-  saved_parameters_ = saved->parameters;
+  saved_parameters_ = saved->saved.parameters;
   return absl::OkStatus();
 }
 

@@ -27,12 +27,14 @@
 #include "server/autograd/op_registry.h"
 #include "server/comm/group_membership.h"
 #include "server/comm/key_value_store.h"
+#include "server/daemon/checkpointer.h"
 #include "server/daemon/worker_options.h"
 #include "server/dist_optim/optimizer_table.h"
 #include "server/localsgd/local_sgd_runner.h"
 #include "server/optim/registry.h"
 #include "server/params/parameter_store.h"
 #include "server/services/autograd_service.h"
+#include "server/services/checkpoint_service.h"
 #include "server/services/group_service.h"
 #include "server/services/health_service.h"
 #include "server/services/local_sgd_service.h"
@@ -117,6 +119,9 @@ class WorkerServer {
   LocalSgdRunner local_sgd_;
   LocalSgdServiceImpl local_sgd_service_;
   OptimizerServiceImpl optimizer_service_;
+  // Null without --checkpoint_dir.
+  std::unique_ptr<Checkpointer> checkpointer_;
+  CheckpointServiceImpl checkpoint_service_;
   // Notified by Shutdown once no call runs any more.
   absl::Notification calls_ended_;
   enum class State { kRunning, kCallsEnded, kAbandoned };

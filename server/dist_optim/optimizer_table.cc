@@ -29,10 +29,10 @@ OptimizerInfo OptimizerTable::InfoLocked(const Entry& entry) {
   return info;
 }
 
-absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
+absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::MakeEntry(
     const std::string& kind_name,
     const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
-    const std::vector<uint64_t>& parameter_ids) {
+    const std::vector<uint64_t>& parameter_ids) const {
   absl::StatusOr<const OptimizerKind*> kind = kinds_->Find(kind_name);
   if (!kind.ok()) return kind.status();
   if (parameter_ids.empty()) {
@@ -58,12 +58,24 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
   if (!optimizer.ok()) return optimizer.status();
   absl::MutexLock entry_lock(&entry->mutex);
   entry->optimizer = *std::move(optimizer);
+  return entry;
+}
+
+absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
+    const std::string& kind_name,
+    const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+    const std::vector<uint64_t>& parameter_ids) {
+  absl::StatusOr<std::shared_ptr<Entry>> made =
+      MakeEntry(kind_name, hyperparameters, parameter_ids);
+  if (!made.ok()) return made.status();
+  Entry& entry = **made;
+  absl::MutexLock entry_lock(&entry.mutex);
   {
     absl::MutexLock lock(&mutex_);
-    entry->id = next_id_++;
-    optimizers_[entry->id] = entry;
+    entry.id = next_id_++;
+    optimizers_[entry.id] = *made;
   }
-  return InfoLocked(*entry);
+  return InfoLocked(entry);
 }
 
 namespace {
@@ -86,6 +98,17 @@ absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::Find(
 absl::StatusOr<StepResult> OptimizerTable::Step(uint64_t optimizer_id,
                                                 uint64_t context_id,
                                                 absl::string_view caller) {
+  absl::StatusOr<StepResult> result =
+      ApplyStep(optimizer_id, context_id, caller);
+  if (result.ok() && result->applied && step_observer_ != nullptr) {
+    step_observer_();
+  }
+  return result;
+}
+
+absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
+                                                     uint64_t context_id,
+                                                     absl::string_view caller) {
   absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
   if (!entry.ok()) return entry.status();
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
@@ -190,6 +213,96 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Delete(uint64_t optimizer_id) {
   }
   absl::MutexLock lock(&entry->mutex);  // Waits for a step in flight.
   return InfoLocked(*entry);
+}
+
+absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
+    absl::FunctionRef<absl::Status()> while_stopped) const {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& item : optimizers_) entries.push_back(item.second);
+  }
+  // In id order, as the map is: two snapshots never wait on each other.
+  std::vector<std::unique_ptr<absl::MutexLock>> stopped;
+  for (const auto& entry : entries) {
+    stopped.push_back(std::make_unique<absl::MutexLock>(&entry->mutex));
+  }
+  std::vector<Saved> saved;
+  for (const auto& entry : entries) {
+    entry->mutex.AssertHeld();
+    Saved one;
+    one.info = InfoLocked(*entry);
+    one.applied.assign(entry->applied_order.begin(),
+                       entry->applied_order.end());
+    absl::StatusOr<OptimizerStateDict> dict =
+        entry->optimizer->StateDict(entry->kind);
+    if (!dict.ok()) return dict.status();
+    one.state_dict = *std::move(dict);
+    saved.push_back(std::move(one));
+  }
+  absl::Status status = while_stopped();
+  if (!status.ok()) return status;
+  return saved;
+}
+
+absl::Status OptimizerTable::Restore(const std::vector<Saved>& saved,
+                                     uint64_t next_id) {
+  std::map<uint64_t, std::shared_ptr<Entry>> made;
+  for (const Saved& one : saved) {
+    const std::string who = absl::StrCat("optimizer ", one.info.id, " (",
+                                         one.info.kind, ")");
+    if (one.info.id == 0 || one.info.id >= next_id ||
+        made.count(one.info.id) > 0) {
+      return absl::DataLossError(
+          absl::StrCat(who, ": an id out of order or given twice"));
+    }
+    if (one.state_dict.param_groups.size() != 1) {
+      return absl::DataLossError(absl::StrCat(
+          who, ": ", one.state_dict.param_groups.size(),
+          " param groups; expected 1"));
+    }
+    absl::StatusOr<std::shared_ptr<Entry>> entry =
+        MakeEntry(one.info.kind,
+                  one.state_dict.param_groups[0].hyperparameters,
+                  one.info.parameter_ids);
+    if (!entry.ok()) {
+      if (absl::IsNotFound(entry.status()) &&
+          !kinds_->Find(one.info.kind).ok()) {
+        return absl::NotFoundError(absl::StrCat(
+            who, " in the checkpoint: ", entry.status().message(),
+            " (load the plugin that adds it)"));
+      }
+      if (absl::IsResourceExhausted(entry.status())) return entry.status();
+      return absl::DataLossError(
+          absl::StrCat(who, ": ", entry.status().message()));
+    }
+    Entry& e = **entry;
+    absl::MutexLock lock(&e.mutex);
+    absl::Status loaded = e.optimizer->LoadStateDict(e.kind, one.state_dict);
+    if (!loaded.ok()) {
+      if (absl::IsResourceExhausted(loaded)) return loaded;
+      return absl::DataLossError(absl::StrCat(who, ": ", loaded.message()));
+    }
+    e.id = one.info.id;
+    e.steps = one.info.steps;
+    for (uint64_t context : one.applied) {
+      if (e.applied.insert(context).second) e.applied_order.push_back(context);
+    }
+    made[e.id] = *std::move(entry);
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!optimizers_.empty()) {
+    return absl::FailedPreconditionError(
+        "optimizers are restored into an empty table only");
+  }
+  optimizers_ = std::move(made);
+  next_id_ = std::max(next_id_, next_id);
+  return absl::OkStatus();
+}
+
+uint64_t OptimizerTable::next_id() const {
+  absl::MutexLock lock(&mutex_);
+  return next_id_;
 }
 
 }  // namespace distopt

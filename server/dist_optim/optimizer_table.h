@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/autograd/context_table.h"
@@ -80,6 +82,35 @@ class OptimizerTable {
   absl::StatusOr<OptimizerInfo> Delete(uint64_t optimizer_id)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // One optimizer as a checkpoint holds it.
+  struct Saved {
+    OptimizerInfo info;
+    // The contexts of its recent steps, oldest first: a step retried
+    // after a restart is still not applied twice.
+    std::vector<uint64_t> applied;
+    OptimizerStateDict state_dict;
+  };
+  // A consistent cut: copies every optimizer while none of them steps
+  // (each one's lock is held, in id order), and runs `while_stopped` (the
+  // copy of the parameters) before any step goes on.
+  absl::StatusOr<std::vector<Saved>> Snapshot(
+      absl::FunctionRef<absl::Status()> while_stopped) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Makes the saved optimizers again under their ids, over the store's
+  // parameters, and gives out no id below `next_id`; for a table with no
+  // optimizers yet. All or nothing. DATA_LOSS when one does not fit its
+  // parameters (damage); NOT_FOUND for a kind this daemon does not have (a
+  // plugin not loaded).
+  absl::Status Restore(const std::vector<Saved>& saved, uint64_t next_id)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  uint64_t next_id() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Called after every applied step, outside the table's locks (periodic
+  // checkpoints count steps). Set it before the first step.
+  void SetStepObserver(std::function<void()> observer) {
+    step_observer_ = std::move(observer);
+  }
+
  private:
   struct Entry {
     uint64_t id = 0;
@@ -94,6 +125,14 @@ class OptimizerTable {
 
   absl::StatusOr<std::shared_ptr<Entry>> Find(uint64_t optimizer_id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<StepResult> ApplyStep(uint64_t optimizer_id,
+                                       uint64_t context_id,
+                                       absl::string_view caller);
+  // An entry over `parameter_ids` with a new optimizer (not in the table).
+  absl::StatusOr<std::shared_ptr<Entry>> MakeEntry(
+      const std::string& kind,
+      const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
+      const std::vector<uint64_t>& parameter_ids) const;
   static OptimizerInfo InfoLocked(const Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mutex);
 
@@ -104,6 +143,7 @@ class OptimizerTable {
   uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, std::shared_ptr<Entry>> optimizers_
       ABSL_GUARDED_BY(mutex_);
+  std::function<void()> step_observer_;
 };
 
 }  // namespace distopt

@@ -22,9 +22,11 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/cpu_backend.h"
 #include "common/dtype.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
+#include "server/params/parameter_locks.h"
 
 namespace distopt {
 namespace {
@@ -215,6 +217,14 @@ class FolderSections : public CheckpointSections {
 
   bool Has(const std::string& name) const override {
     return sections_.count(name) > 0;
+  }
+
+  absl::StatusOr<uint64_t> Size(const std::string& name) const override {
+    auto it = sections_.find(name);
+    if (it == sections_.end()) {
+      return Damaged(folder_ / name, "missing from the index");
+    }
+    return it->second->size();
   }
 
   absl::StatusOr<std::string> ReadAll(const std::string& name) const override {
@@ -456,17 +466,28 @@ CheckpointContents LiveContents(const ParameterStore& store) {
 absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
   CheckpointContents contents;
   contents.next_parameter_id = store.next_id();
-  for (ParameterInfo info :
+  std::vector<ParameterInfo> infos;
+  std::vector<std::shared_ptr<Parameter>> parameters;
+  for (const ParameterInfo& info :
        store.List("", 0, std::numeric_limits<size_t>::max()).parameters) {
     absl::StatusOr<std::shared_ptr<Parameter>> parameter =
         store.Find(ParameterKey::ById(info.id));
     if (!parameter.ok()) continue;  // Deleted meanwhile.
+    infos.push_back(info);
+    parameters.push_back(*std::move(parameter));
+  }
+  // All at once (in id order, like every multi-parameter lock): a step
+  // that updates several parameters is in the copy whole or not at all.
+  SharedParameterLocks locks(parameters);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Parameter& parameter = *parameters[i];
+    parameter.mutex().AssertReaderHeld();
+    if (parameter.deleted_locked()) continue;
     absl::StatusOr<Tensor> copy =
-        Tensor::AllocateHost((*parameter)->dtype(), (*parameter)->shape());
+        parameter.values_shared_locked().CloneTo(CpuBackend());
     if (!copy.ok()) return copy.status();
-    absl::StatusOr<uint64_t> version = (*parameter)->ReadSnapshot(copy->data());
-    if (!version.ok()) return version.status();
-    info.version = *version;
+    ParameterInfo info = infos[i];
+    info.version = parameter.version_locked();
     contents.parameters.push_back(
         {info, [copy = *std::move(copy)](size_t offset, size_t length,
                                          char* out) {

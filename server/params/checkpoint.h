@@ -90,6 +90,8 @@ class CheckpointSections {
  public:
   virtual ~CheckpointSections() = default;
   virtual bool Has(const std::string& name) const = 0;
+  // Its size as the index records it (and the file has, verified).
+  virtual absl::StatusOr<uint64_t> Size(const std::string& name) const = 0;
   // The whole section.
   virtual absl::StatusOr<std::string> ReadAll(
       const std::string& name) const = 0;

@@ -1,0 +1,167 @@
+#include "server/daemon/checkpointer.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/dist_optim/optimizers_checkpoint.h"
+
+namespace distopt {
+
+Checkpointer::Checkpointer(CheckpointSchedule schedule,
+                           ParameterStore* parameters,
+                           OptimizerTable* optimizers,
+                           std::function<absl::Status()> damage)
+    : schedule_(std::move(schedule)),
+      parameters_(parameters),
+      optimizers_(optimizers),
+      damage_(std::move(damage)) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
+  absl::StatusOr<RestoredCheckpoint> restored = LoadCheckpoint(
+      *parameters_, schedule_.dir, [this](const CheckpointSections& sections) {
+        return RestoreOptimizers(sections, *optimizers_);
+      });
+  if (restored.ok()) {
+    absl::MutexLock lock(&mutex_);
+    restore_fell_back_ = restored->fell_back;
+  }
+  return restored;
+}
+
+void Checkpointer::Start() {
+  const bool by_time = schedule_.interval > absl::ZeroDuration();
+  const bool by_steps = schedule_.every_steps > 0;
+  if (!by_time && !by_steps) return;
+  if (by_steps) {
+    // Counting is all the step path does; the scheduler wakes on the count.
+    optimizers_->SetStepObserver([this] {
+      steps_.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  scheduler_ = std::thread([this] { RunSchedule(); });
+}
+
+void Checkpointer::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (scheduler_.joinable()) scheduler_.join();
+}
+
+void Checkpointer::RunSchedule() {
+  absl::Time next = absl::Now() + schedule_.interval;
+  // Steps are counted without a lock: the count is looked at this often.
+  const absl::Duration poll = absl::Milliseconds(20);
+  while (true) {
+    const bool by_time = schedule_.interval > absl::ZeroDuration();
+    const bool stopping = [&] {
+      absl::MutexLock lock(&mutex_);
+      auto due = [&] {
+        mutex_.AssertHeld();
+        return stopping_ || (by_time && absl::Now() >= next) ||
+               (schedule_.every_steps > 0 &&
+                steps_.load(std::memory_order_relaxed) >=
+                    schedule_.every_steps);
+      };
+      while (!due()) {
+        mutex_.AwaitWithTimeout(absl::Condition(&stopping_), poll);
+      }
+      return stopping_;
+    }();
+    if (stopping) return;
+    absl::StatusOr<SaveReport> saved = Save("periodic");
+    if (!saved.ok()) {
+      std::fprintf(stderr,
+                   "distopt_worker: periodic checkpoint failed, the last good "
+                   "one is kept: %s\n",
+                   saved.status().ToString().c_str());
+    }
+    next = absl::Now() + schedule_.interval;
+  }
+}
+
+absl::StatusOr<SaveReport> Checkpointer::Save(const std::string& reason) {
+  return SaveContents(reason, /*live=*/false);
+}
+
+absl::StatusOr<SaveReport> Checkpointer::SaveAtShutdown() {
+  return SaveContents("shutdown", /*live=*/true);
+}
+
+absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
+                                                      bool live) {
+  absl::MutexLock one_at_a_time(&saving_);
+  absl::Status damage = damage_ != nullptr ? damage_() : absl::OkStatus();
+  if (!damage.ok()) {
+    // A model torn by a step that failed half-way is not saved as good:
+    // the last good checkpoint stays.
+    absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+        "--checkpoint_dir=", schedule_.dir,
+        ": not saved, the last good checkpoint is kept: ", damage.message()));
+    absl::MutexLock lock(&mutex_);
+    last_save_error_ = refused.ToString();
+    return refused;
+  }
+  const absl::Time start = absl::Now();
+  steps_.store(0, std::memory_order_relaxed);
+  CheckpointContents contents;
+  absl::StatusOr<std::vector<OptimizerTable::Saved>> optimizers =
+      optimizers_->Snapshot([&]() -> absl::Status {
+        if (live) {
+          contents = LiveContents(*parameters_);
+          return absl::OkStatus();
+        }
+        absl::StatusOr<CheckpointContents> copied = CopyContents(*parameters_);
+        if (!copied.ok()) return copied.status();
+        contents = *std::move(copied);
+        return absl::OkStatus();
+      });
+  SaveReport report;
+  report.snapshot = absl::Now() - start;
+  absl::StatusOr<SavedCheckpoint> saved = absl::UnknownError("not saved");
+  if (optimizers.ok()) {
+    contents.reason = reason;
+    contents.sections =
+        OptimizerSections(*optimizers, optimizers_->next_id());
+    saved = SaveCheckpoint(contents, schedule_.dir, schedule_.keep);
+  } else {
+    saved = optimizers.status();
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!saved.ok()) {
+    last_save_error_ = saved.status().ToString();
+    return saved.status();
+  }
+  last_save_error_.clear();
+  report.write = saved->took;
+  report.saved.folder = "parameters";
+  report.saved.whole = true;
+  report.saved.saved_at = start;
+  report.saved.reason = reason;
+  report.saved.parameters = saved->parameters;
+  for (const CheckpointSection& section : contents.sections) {
+    report.saved.sections.push_back(section.name);
+  }
+  report.saved.bytes = saved->bytes;
+  return report;
+}
+
+absl::StatusOr<std::vector<CheckpointListing>> Checkpointer::List() const {
+  return ListCheckpoints(schedule_.dir);
+}
+
+std::string Checkpointer::restore_fell_back() const {
+  absl::MutexLock lock(&mutex_);
+  return restore_fell_back_;
+}
+
+std::string Checkpointer::last_save_error() const {
+  absl::MutexLock lock(&mutex_);
+  return last_save_error_;
+}
+
+}  // namespace distopt

@@ -1,0 +1,86 @@
+// Checkpointer: the daemon's checkpoints in --checkpoint_dir. It restores
+// them at start-up, saves one at graceful shutdown, every
+// --checkpoint_interval and every --checkpoint_every_steps optimizer steps
+// (on its own thread), and on demand (CheckpointService.Save).
+//
+// A save is a consistent cut: every optimizer of the table stopped between
+// steps (each one's lock held) and every parameter read-locked at once, for
+// as long as the copy into host memory takes; then the copy is written
+// while steps go on, so the step path never waits for the disk. The copy
+// costs host memory of the parameters and the optimizers' state, for as
+// long as the write takes. Thread-safe; saves are one at a time.
+#ifndef DISTOPT_SERVER_DAEMON_CHECKPOINTER_H_
+#define DISTOPT_SERVER_DAEMON_CHECKPOINTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/dist_optim/optimizer_table.h"
+#include "server/params/checkpoint.h"
+#include "server/params/checkpoint_control.h"
+#include "server/params/parameter_store.h"
+
+namespace distopt {
+
+struct CheckpointSchedule {
+  std::string dir;
+  int keep = 1;
+  absl::Duration interval = absl::ZeroDuration();  // Zero: not by time.
+  int64_t every_steps = 0;                          // Zero: not by steps.
+};
+
+class Checkpointer : public CheckpointControl {
+ public:
+  // `damage` says why the model must not be saved now (a data-parallel
+  // step failed half-way), or OK. The pointers must outlive this.
+  Checkpointer(CheckpointSchedule schedule, ParameterStore* parameters,
+               OptimizerTable* optimizers,
+               std::function<absl::Status()> damage);
+  ~Checkpointer() override;
+
+  // Restores the newest whole checkpoint (parameters, then optimizers).
+  absl::StatusOr<RestoredCheckpoint> Restore();
+  // Starts saving on the schedule; counts the table's steps.
+  void Start();
+  // Stops the schedule, waiting for a save being written.
+  void Stop();
+  // The save at shutdown, with no call in flight: the values are written
+  // in place, with no copy.
+  absl::StatusOr<SaveReport> SaveAtShutdown();
+
+  absl::StatusOr<SaveReport> Save(const std::string& reason) override;
+  absl::StatusOr<std::vector<CheckpointListing>> List() const override;
+  std::string restore_fell_back() const override;
+  std::string last_save_error() const override;
+
+ private:
+  absl::StatusOr<SaveReport> SaveContents(const std::string& reason,
+                                          bool live);
+  void RunSchedule();
+
+  const CheckpointSchedule schedule_;
+  ParameterStore* const parameters_;
+  OptimizerTable* const optimizers_;
+  const std::function<absl::Status()> damage_;
+
+  absl::Mutex saving_;  // One save at a time.
+  mutable absl::Mutex mutex_;
+  std::string restore_fell_back_ ABSL_GUARDED_BY(mutex_);
+  std::string last_save_error_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // Steps since the last save began.
+  std::atomic<int64_t> steps_{0};
+  std::thread scheduler_;
+};
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_DAEMON_CHECKPOINTER_H_
