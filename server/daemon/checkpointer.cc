@@ -37,9 +37,8 @@ void Checkpointer::Start() {
   if (!by_time && !by_steps) return;
   if (by_steps) {
     // Counting is all the step path does; the scheduler wakes on the count.
-    optimizers_->SetStepObserver([this] {
-      steps_.fetch_add(1, std::memory_order_relaxed);
-    });
+    optimizers_->SetStepObserver(
+        [this] { steps_.fetch_add(1, std::memory_order_relaxed); });
   }
   scheduler_ = std::thread([this] { RunSchedule(); });
 }
@@ -125,8 +124,7 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   absl::StatusOr<SavedCheckpoint> saved = absl::UnknownError("not saved");
   if (optimizers.ok()) {
     contents.reason = reason;
-    contents.sections =
-        OptimizerSections(*optimizers, optimizers_->next_id());
+    contents.sections = OptimizerSections(*optimizers, optimizers_->next_id());
     saved = SaveCheckpoint(contents, schedule_.dir, schedule_.keep);
   } else {
     saved = optimizers.status();

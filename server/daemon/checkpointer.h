@@ -34,7 +34,7 @@ struct CheckpointSchedule {
   std::string dir;
   int keep = 1;
   absl::Duration interval = absl::ZeroDuration();  // Zero: not by time.
-  int64_t every_steps = 0;                          // Zero: not by steps.
+  int64_t every_steps = 0;                         // Zero: not by steps.
 };
 
 class Checkpointer : public CheckpointControl {
@@ -62,8 +62,7 @@ class Checkpointer : public CheckpointControl {
   std::string last_save_error() const override;
 
  private:
-  absl::StatusOr<SaveReport> SaveContents(const std::string& reason,
-                                          bool live);
+  absl::StatusOr<SaveReport> SaveContents(const std::string& reason, bool live);
   void RunSchedule();
 
   const CheckpointSchedule schedule_;

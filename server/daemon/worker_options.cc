@@ -54,7 +54,8 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
   if (options.checkpoint_interval < absl::ZeroDuration() ||
       options.checkpoint_every_steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint_interval=", absl::FormatDuration(options.checkpoint_interval),
+        "--checkpoint_interval=",
+        absl::FormatDuration(options.checkpoint_interval),
         " --checkpoint_every_steps=", options.checkpoint_every_steps,
         ": expected 0 (off) or more"));
   }

@@ -25,9 +25,9 @@ using grpc::health::v1::HealthCheckResponse;
 
 // The services health reports on, besides the server as a whole ("").
 constexpr const char* kServedServices[] = {
-    "distopt.v1.AutogradService",  "distopt.v1.GroupService",
-    "distopt.v1.OptimizerService", "distopt.v1.ParameterService",
-    "distopt.v1.LocalSgdService",  "distopt.v1.ZeroService",
+    "distopt.v1.AutogradService",   "distopt.v1.GroupService",
+    "distopt.v1.OptimizerService",  "distopt.v1.ParameterService",
+    "distopt.v1.LocalSgdService",   "distopt.v1.ZeroService",
     "distopt.v1.CheckpointService",
 };
 // The services that need the group's collectives.

@@ -29,7 +29,8 @@ OptimizerInfo OptimizerTable::InfoLocked(const Entry& entry) {
   return info;
 }
 
-absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>> OptimizerTable::MakeEntry(
+absl::StatusOr<std::shared_ptr<OptimizerTable::Entry>>
+OptimizerTable::MakeEntry(
     const std::string& kind_name,
     const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
     const std::vector<uint64_t>& parameter_ids) const {
@@ -249,28 +250,27 @@ absl::Status OptimizerTable::Restore(const std::vector<Saved>& saved,
                                      uint64_t next_id) {
   std::map<uint64_t, std::shared_ptr<Entry>> made;
   for (const Saved& one : saved) {
-    const std::string who = absl::StrCat("optimizer ", one.info.id, " (",
-                                         one.info.kind, ")");
+    const std::string who =
+        absl::StrCat("optimizer ", one.info.id, " (", one.info.kind, ")");
     if (one.info.id == 0 || one.info.id >= next_id ||
         made.count(one.info.id) > 0) {
       return absl::DataLossError(
           absl::StrCat(who, ": an id out of order or given twice"));
     }
     if (one.state_dict.param_groups.size() != 1) {
-      return absl::DataLossError(absl::StrCat(
-          who, ": ", one.state_dict.param_groups.size(),
-          " param groups; expected 1"));
+      return absl::DataLossError(
+          absl::StrCat(who, ": ", one.state_dict.param_groups.size(),
+                       " param groups; expected 1"));
     }
     absl::StatusOr<std::shared_ptr<Entry>> entry =
-        MakeEntry(one.info.kind,
-                  one.state_dict.param_groups[0].hyperparameters,
+        MakeEntry(one.info.kind, one.state_dict.param_groups[0].hyperparameters,
                   one.info.parameter_ids);
     if (!entry.ok()) {
       if (absl::IsNotFound(entry.status()) &&
           !kinds_->Find(one.info.kind).ok()) {
-        return absl::NotFoundError(absl::StrCat(
-            who, " in the checkpoint: ", entry.status().message(),
-            " (load the plugin that adds it)"));
+        return absl::NotFoundError(
+            absl::StrCat(who, " in the checkpoint: ", entry.status().message(),
+                         " (load the plugin that adds it)"));
       }
       if (absl::IsResourceExhausted(entry.status())) return entry.status();
       return absl::DataLossError(

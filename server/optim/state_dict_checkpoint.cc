@@ -116,26 +116,28 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
         uint64_t elements = 1;
         for (int64_t d : buffer.shape()) {
           if (d < 0 || (d > 0 && elements > (*size / sizeof(float)) /
-                                                 static_cast<uint64_t>(d))) {
+                                                static_cast<uint64_t>(d))) {
             return Damaged(values_section,
-                           absl::StrCat(what, ": a shape larger than the "
-                                              "section"));
+                           absl::StrCat(what,
+                                        ": a shape larger than the "
+                                        "section"));
           }
           elements *= static_cast<uint64_t>(d);
         }
         expected += elements * sizeof(float);
         if (expected > *size) {
-          return Damaged(values_section,
-                         absl::StrCat(what, " ends past the section's ", *size,
-                                      " bytes"));
+          return Damaged(
+              values_section,
+              absl::StrCat(what, " ends past the section's ", *size, " bytes"));
         }
         entry.buffers.emplace_back(buffer.name(), Tensor());
       }
     }
   }
   if (expected != *size) {
-    return Damaged(values_section, absl::StrCat(*size, " bytes; the state "
-                                                       "dicts hold ",
+    return Damaged(values_section, absl::StrCat(*size,
+                                                " bytes; the state "
+                                                "dicts hold ",
                                                 expected));
   }
   // Then the values, into tensors of the recorded shapes, in order.
@@ -154,26 +156,25 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
   }
   size_t current = 0;
   size_t filled = 0;
-  absl::Status read = sections.Read(
-      values_section, [&](const char* data, size_t length) {
-        while (length > 0) {
-          while (current < order.size() &&
-                 filled == order[current]->byte_size()) {
-            ++current;
-            filled = 0;
-          }
-          if (current == order.size()) {
-            return Damaged(values_section, "more bytes than the state holds");
-          }
-          Tensor& tensor = *order[current];
-          const size_t take = std::min(length, tensor.byte_size() - filled);
-          std::memcpy(static_cast<char*>(tensor.data()) + filled, data, take);
-          filled += take;
-          data += take;
-          length -= take;
-        }
-        return absl::OkStatus();
-      });
+  absl::Status read = sections.Read(values_section, [&](const char* data,
+                                                        size_t length) {
+    while (length > 0) {
+      while (current < order.size() && filled == order[current]->byte_size()) {
+        ++current;
+        filled = 0;
+      }
+      if (current == order.size()) {
+        return Damaged(values_section, "more bytes than the state holds");
+      }
+      Tensor& tensor = *order[current];
+      const size_t take = std::min(length, tensor.byte_size() - filled);
+      std::memcpy(static_cast<char*>(tensor.data()) + filled, data, take);
+      filled += take;
+      data += take;
+      length -= take;
+    }
+    return absl::OkStatus();
+  });
   if (!read.ok()) return read;
   return dicts;
 }

@@ -248,9 +248,8 @@ class FolderSections : public CheckpointSections {
     std::vector<char> block(std::min<uint64_t>(section.size(), kBlockBytes));
     uint32_t crc = Crc32(0, nullptr, 0);
     for (uint64_t offset = 0; offset < section.size();) {
-      const size_t length =
-          static_cast<size_t>(std::min<uint64_t>(kBlockBytes,
-                                                 section.size() - offset));
+      const size_t length = static_cast<size_t>(
+          std::min<uint64_t>(kBlockBytes, section.size() - offset));
       if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
         return Damaged(path, "cannot be read");
       }
@@ -431,8 +430,8 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
     if (status.ok()) restored.push_back(info.id);
   }
   if (status.ok() && restore_sections != nullptr) {
-    status = restore_sections(FolderSections(checkpoint.folder,
-                                             checkpoint.index));
+    status =
+        restore_sections(FolderSections(checkpoint.folder, checkpoint.index));
   }
   if (!status.ok()) {
     for (uint64_t id : restored) {
@@ -489,8 +488,8 @@ absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
     ParameterInfo info = infos[i];
     info.version = parameter.version_locked();
     contents.parameters.push_back(
-        {info, [copy = *std::move(copy)](size_t offset, size_t length,
-                                         char* out) {
+        {info,
+         [copy = *std::move(copy)](size_t offset, size_t length, char* out) {
            std::memcpy(out, static_cast<const char*>(copy.data()) + offset,
                        length);
            return absl::OkStatus();

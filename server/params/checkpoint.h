@@ -126,8 +126,8 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
 
 // One checkpoint in a folder, newest first in ListCheckpoints.
 struct CheckpointListing {
-  std::string folder;  // "parameters", "parameters.3", ...
-  bool whole = false;  // Its index and sizes verify (values are not read).
+  std::string folder;   // "parameters", "parameters.3", ...
+  bool whole = false;   // Its index and sizes verify (values are not read).
   std::string problem;  // Why not, when not whole.
   absl::Time saved_at;  // Unknown (InfinitePast) for older formats.
   std::string reason;

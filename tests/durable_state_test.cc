@@ -1,0 +1,390 @@
+// Durable training state through the real daemon: optimizers and their
+// state are in checkpoints; a daemon SIGKILLed after a save resumes from it
+// bit for bit and trains on exactly as an uninterrupted one; periodic saves
+// by steps and by time; CheckpointService; a damaged optimizer section
+// falls back to the previous checkpoint; a full disk fails the save and
+// keeps the previous one.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "proto/distopt/v1/checkpoint.grpc.pb.h"
+#include "proto/distopt/v1/optimizer.grpc.pb.h"
+#include "tests/worker_fixture.h"
+
+namespace distopt {
+namespace {
+
+namespace fs = std::filesystem;
+using google::protobuf::util::MessageDifferencer;
+using testing::PollUntil;
+using testing::Ramp;
+using testing::SameBytes;
+using testing::StartWorkerOrDie;
+
+std::string FreshDir(const std::string& name) {
+  const fs::path dir = fs::path(std::getenv("TEST_TMPDIR")) / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+// CheckpointService through its generated gRPC client.
+grpc::Status SaveNow(Client& client, const std::string& address,
+                     v1::CheckpointInfo* saved) {
+  auto service = v1::CheckpointService::NewStub(client.Channel(address));
+  grpc::ClientContext context;
+  return service->Save(&context, v1::SaveCheckpointRequest(), saved);
+}
+
+v1::ListCheckpointsResponse ListSaved(Client& client,
+                                      const std::string& address) {
+  auto service = v1::CheckpointService::NewStub(client.Channel(address));
+  grpc::ClientContext context;
+  v1::ListCheckpointsResponse listed;
+  grpc::Status status =
+      service->ListCheckpoints(&context, v1::ListCheckpointsRequest(), &listed);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return listed;
+}
+
+// Two parameters and an Adam over them, driven step by step with
+// gradients that depend on the step's number only: the same steps give the
+// same bits on any daemon.
+class Trainer {
+ public:
+  Trainer(Client& client, std::string address)
+      : client_(client), address_(std::move(address)) {}
+
+  void Create() {
+    auto weight = client_.CreateParameterFrom(address_, "weight",
+                                              Ramp({3, 4}, -0.5f, 0.1f));
+    auto bias = client_.CreateParameterFrom(address_, "bias", Ramp({5}));
+    ASSERT_TRUE(weight.ok() && bias.ok());
+    parameters_ = {*weight, *bias};
+    auto adam = client_.CreateOptimizer(
+        address_, "adam",
+        {{"lr", hyper::Number(0.01)}, {"amsgrad", hyper::Flag(true)}},
+        {weight->id, bias->id});
+    ASSERT_TRUE(adam.ok()) << adam.status();
+    optimizer_id_ = adam->id();
+  }
+
+  // After a restart: the same parameters and optimizer, found by name and
+  // listing (the ids must be the saved ones).
+  void Attach(const std::vector<RemoteParameter>& parameters,
+              uint64_t optimizer_id) {
+    parameters_ = parameters;
+    for (RemoteParameter& parameter : parameters_) parameter.worker = address_;
+    optimizer_id_ = optimizer_id;
+  }
+
+  // Step `n` (1, 2, ...) in context `context_id`; returns whether it was
+  // applied.
+  bool Step(int n, uint64_t context_id) {
+    const float scale = 0.25f * static_cast<float>(n);
+    absl::Status pushed = client_.AccumulateGradients(
+        address_, context_id,
+        {{parameters_[0].id, Ramp({3, 4}, scale, -0.05f)},
+         {parameters_[1].id, Ramp({5}, -scale, 0.3f)}});
+    EXPECT_TRUE(pushed.ok()) << pushed;
+    absl::StatusOr<v1::StepResponse> stepped =
+        client_.Step(address_, optimizer_id_, context_id);
+    EXPECT_TRUE(stepped.ok()) << stepped.status();
+    return stepped.ok() && stepped->applied();
+  }
+
+  struct State {
+    std::vector<Tensor> values;
+    v1::OptimizerStateDict state_dict;
+    int64_t steps = 0;
+  };
+  State Record() {
+    State state;
+    for (const RemoteParameter& parameter : parameters_) {
+      absl::StatusOr<Tensor> values = client_.ReadParameter(parameter);
+      EXPECT_TRUE(values.ok()) << values.status();
+      if (values.ok()) state.values.push_back(*values);
+    }
+    absl::StatusOr<v1::OptimizerStateDict> dict =
+        client_.GetStateDict(address_, optimizer_id_);
+    EXPECT_TRUE(dict.ok()) << dict.status();
+    if (dict.ok()) state.state_dict = *dict;
+    auto optimizers = v1::OptimizerService::NewStub(client_.Channel(address_));
+    grpc::ClientContext context;
+    v1::GetOptimizerRequest request;
+    request.set_optimizer_id(optimizer_id_);
+    v1::OptimizerInfo info;
+    grpc::Status got = optimizers->GetOptimizer(&context, request, &info);
+    EXPECT_TRUE(got.ok()) << got.error_message();
+    state.steps = info.steps();
+    return state;
+  }
+
+  const std::vector<RemoteParameter>& parameters() const { return parameters_; }
+  uint64_t optimizer_id() const { return optimizer_id_; }
+
+ private:
+  Client& client_;
+  const std::string address_;
+  std::vector<RemoteParameter> parameters_;
+  uint64_t optimizer_id_ = 0;
+};
+
+void ExpectSameState(const Trainer::State& expected,
+                     const Trainer::State& actual) {
+  ASSERT_EQ(expected.values.size(), actual.values.size());
+  for (size_t i = 0; i < expected.values.size(); ++i) {
+    EXPECT_TRUE(SameBytes(expected.values[i], actual.values[i]))
+        << "parameter " << i;
+  }
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(expected.state_dict, actual.state_dict))
+      << "saved:\n"
+      << expected.state_dict.ShortDebugString() << "\nrestored:\n"
+      << actual.state_dict.ShortDebugString();
+  EXPECT_EQ(expected.steps, actual.steps);
+}
+
+std::unique_ptr<LocalWorker> KillAndRestart(std::unique_ptr<LocalWorker> worker,
+                                            std::vector<std::string> flags) {
+  worker->Signal(SIGKILL);
+  absl::StatusOr<int> code = worker->Wait(absl::Seconds(30));
+  EXPECT_TRUE(code.ok() && *code == 128 + SIGKILL);
+  worker.reset();
+  return StartWorkerOrDie(std::move(flags));
+}
+
+TEST(DurableStateTest, AKilledDaemonResumesFromItsLastSaveBitForBit) {
+  const std::vector<std::string> flags = {"--checkpoint_dir=" +
+                                          FreshDir("resume")};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  std::vector<uint64_t> contexts;
+  for (int n = 1; n <= 3; ++n) {
+    contexts.push_back(client.NewContextId());
+    ASSERT_TRUE(trainer.Step(n, contexts.back()));
+  }
+  v1::CheckpointInfo saved;
+  grpc::Status status = SaveNow(client, worker->address(), &saved);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(saved.parameters(), 2);
+  EXPECT_EQ(saved.reason(), "on demand");
+  EXPECT_TRUE(saved.whole());
+  const Trainer::State at_save = trainer.Record();
+  EXPECT_EQ(at_save.steps, 3);
+  // Steps after the save are lost with the daemon.
+  for (int n = 4; n <= 5; ++n) {
+    ASSERT_TRUE(trainer.Step(n, client.NewContextId()));
+  }
+  const std::vector<RemoteParameter> parameters = trainer.parameters();
+  const uint64_t optimizer_id = trainer.optimizer_id();
+
+  worker = KillAndRestart(std::move(worker), flags);
+  ASSERT_NE(worker, nullptr);
+  Client after;
+  Trainer resumed(after, worker->address());
+  resumed.Attach(parameters, optimizer_id);
+  ExpectSameState(at_save, resumed.Record());
+  // A step retried across the restart is still applied once.
+  EXPECT_FALSE(resumed.Step(3, contexts.back()));
+  ExpectSameState(at_save, resumed.Record());
+  // And training goes on as if the daemon had never died.
+  ASSERT_TRUE(resumed.Step(4, after.NewContextId()));
+  const Trainer::State resumed_after_4 = resumed.Record();
+
+  std::unique_ptr<LocalWorker> reference_worker = StartWorkerOrDie();
+  ASSERT_NE(reference_worker, nullptr);
+  Client reference_client;
+  Trainer reference(reference_client, reference_worker->address());
+  ASSERT_NO_FATAL_FAILURE(reference.Create());
+  for (int n = 1; n <= 4; ++n) {
+    ASSERT_TRUE(reference.Step(n, reference_client.NewContextId()));
+  }
+  ExpectSameState(reference.Record(), resumed_after_4);
+}
+
+TEST(DurableStateTest, SavesEveryNSteps) {
+  const std::vector<std::string> flags = {
+      "--checkpoint_dir=" + FreshDir("by_steps"), "--checkpoint_every_steps=2"};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  ASSERT_TRUE(trainer.Step(1, client.NewContextId()));
+  // One step is not enough.
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(ListSaved(client, worker->address()).checkpoints_size(), 0);
+  ASSERT_TRUE(trainer.Step(2, client.NewContextId()));
+  ASSERT_TRUE(PollUntil([&] {
+    v1::ListCheckpointsResponse listed = ListSaved(client, worker->address());
+    return listed.checkpoints_size() == 1 &&
+           listed.checkpoints(0).reason() == "periodic";
+  }));
+  const Trainer::State at_save = trainer.Record();
+  EXPECT_EQ(at_save.steps, 2);
+  ASSERT_TRUE(trainer.Step(3, client.NewContextId()));
+
+  const std::vector<RemoteParameter> parameters = trainer.parameters();
+  worker = KillAndRestart(std::move(worker), flags);
+  ASSERT_NE(worker, nullptr);
+  Client after;
+  Trainer resumed(after, worker->address());
+  resumed.Attach(parameters, trainer.optimizer_id());
+  ExpectSameState(at_save, resumed.Record());
+}
+
+TEST(DurableStateTest, SavesEveryInterval) {
+  const std::vector<std::string> flags = {
+      "--checkpoint_dir=" + FreshDir("by_time"), "--checkpoint_interval=300ms",
+      "--checkpoint_keep=2"};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  // Two saves, then a third: the newest and two kept ones.
+  ASSERT_TRUE(PollUntil([&] {
+    return ListSaved(client, worker->address()).checkpoints_size() == 3;
+  }));
+  v1::ListCheckpointsResponse listed = ListSaved(client, worker->address());
+  for (const v1::CheckpointInfo& info : listed.checkpoints()) {
+    EXPECT_TRUE(info.whole()) << info.folder() << ": " << info.problem();
+    EXPECT_EQ(info.reason(), "periodic");
+    EXPECT_EQ(info.parameters(), 2);
+    EXPECT_GT(info.saved_at_unix_micros(), 0);
+  }
+  EXPECT_EQ(listed.checkpoints(0).folder(), "parameters");
+  EXPECT_GT(listed.checkpoints(0).saved_at_unix_micros(),
+            listed.checkpoints(1).saved_at_unix_micros());
+}
+
+TEST(DurableStateTest, ADamagedOptimizerSectionFallsBackToThePrevious) {
+  const std::string dir = FreshDir("damaged_section");
+  const std::vector<std::string> flags = {"--checkpoint_dir=" + dir};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  ASSERT_TRUE(trainer.Step(1, client.NewContextId()));
+  v1::CheckpointInfo saved;
+  ASSERT_TRUE(SaveNow(client, worker->address(), &saved).ok());
+  const Trainer::State first = trainer.Record();
+  ASSERT_TRUE(trainer.Step(2, client.NewContextId()));
+  ASSERT_TRUE(SaveNow(client, worker->address(), &saved).ok());
+  EXPECT_EQ(ListSaved(client, worker->address()).checkpoints_size(), 2);
+  worker->Signal(SIGKILL);
+  ASSERT_TRUE(worker->Wait(absl::Seconds(30)).ok());
+  worker.reset();
+
+  // One flipped bit in the newest's optimizer state.
+  const fs::path values = fs::path(dir) / "parameters" / "optimizers.bin";
+  {
+    std::fstream file(values, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.good());
+    file.seekg(17);
+    char byte = 0;
+    file.read(&byte, 1);
+    file.seekp(17);
+    byte = static_cast<char>(byte ^ 0x10);
+    file.write(&byte, 1);
+  }
+  worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client after;
+  Trainer resumed(after, worker->address());
+  resumed.Attach(trainer.parameters(), trainer.optimizer_id());
+  ExpectSameState(first, resumed.Record());
+  const v1::ListCheckpointsResponse listed =
+      ListSaved(after, worker->address());
+  EXPECT_TRUE(absl::StrContains(listed.restore_fell_back(), "optimizers.bin"))
+      << listed.restore_fell_back();
+  EXPECT_TRUE(absl::StrContains(listed.restore_fell_back(), "checksum"))
+      << listed.restore_fell_back();
+}
+
+// A small tmpfs as the checkpoint folder; skipped where mounts are not
+// allowed (not root, or a sandbox without CAP_SYS_ADMIN).
+class FullDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshDir("full_disk");
+    fs::create_directories(dir_);
+    if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=1m") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs at " << dir_ << ": "
+                   << std::strerror(errno) << " (run as root)";
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST_F(FullDiskTest, ASaveThatDoesNotFitFailsAndKeepsThePrevious) {
+  std::unique_ptr<LocalWorker> worker =
+      StartWorkerOrDie({"--checkpoint_dir=" + dir_});
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  ASSERT_TRUE(trainer.Step(1, client.NewContextId()));
+  v1::CheckpointInfo saved;
+  ASSERT_TRUE(SaveNow(client, worker->address(), &saved).ok());
+
+  // 2 MiB of values do not fit in 1 MiB.
+  auto large = client.CreateParameterFrom(worker->address(), "large",
+                                          Ramp({512 * 1024}));
+  ASSERT_TRUE(large.ok());
+  grpc::Status full = SaveNow(client, worker->address(), &saved);
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << full.error_message();
+  EXPECT_TRUE(absl::StrContains(full.error_message(), "No space left"))
+      << full.error_message();
+  const v1::ListCheckpointsResponse listed =
+      ListSaved(client, worker->address());
+  ASSERT_EQ(listed.checkpoints_size(), 1);
+  EXPECT_TRUE(listed.checkpoints(0).whole());
+  EXPECT_EQ(listed.checkpoints(0).parameters(), 2);
+  EXPECT_TRUE(absl::StrContains(listed.last_save_error(), "No space left"));
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "parameters.new"));
+
+  // The daemon goes on serving and stepping, and saves once there is room.
+  ASSERT_TRUE(trainer.Step(2, client.NewContextId()));
+  ASSERT_TRUE(client.DeleteParameter(*large).ok());
+  grpc::Status fits = SaveNow(client, worker->address(), &saved);
+  EXPECT_TRUE(fits.ok()) << fits.error_message();
+  EXPECT_EQ(ListSaved(client, worker->address()).last_save_error(), "");
+  EXPECT_TRUE(worker->Stop().ok());
+}
+
+TEST(DurableStateTest, WithoutACheckpointDirSaveIsRefused) {
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie();
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  v1::CheckpointInfo saved;
+  grpc::Status status = SaveNow(client, worker->address(), &saved);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "--checkpoint_dir"))
+      << status.error_message();
+}
+
+}  // namespace
+}  // namespace distopt
