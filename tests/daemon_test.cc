@@ -198,8 +198,7 @@ TEST(DaemonTest, ADamagedNewestCheckpointFallsBackToThePrevious) {
   ASSERT_TRUE(client.WriteParameter(kept, Ramp({64}, -1.0f, 0.5f)).ok());
   ASSERT_EQ(*worker->Stop(), 0);  // The newest checkpoint: the write.
   // Damage the newest values.
-  const std::string values =
-      dir + "/parameters/" + std::to_string(kept.id) + ".bin";
+  const std::string values = dir + "/parameters/values.bin";
   ASSERT_EQ(std::system(("printf 'XXXX' | dd of=" + values +
                          " bs=1 seek=8 conv=notrunc 2>/dev/null")
                             .c_str()),

@@ -246,10 +246,10 @@ absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
   return saved;
 }
 
-absl::Status OptimizerTable::Restore(const std::vector<Saved>& saved,
+absl::Status OptimizerTable::Restore(std::vector<Saved> saved,
                                      uint64_t next_id) {
   std::map<uint64_t, std::shared_ptr<Entry>> made;
-  for (const Saved& one : saved) {
+  for (Saved& one : saved) {
     const std::string who =
         absl::StrCat("optimizer ", one.info.id, " (", one.info.kind, ")");
     if (one.info.id == 0 || one.info.id >= next_id ||
@@ -278,7 +278,8 @@ absl::Status OptimizerTable::Restore(const std::vector<Saved>& saved,
     }
     Entry& e = **entry;
     absl::MutexLock lock(&e.mutex);
-    absl::Status loaded = e.optimizer->LoadStateDict(e.kind, one.state_dict);
+    absl::Status loaded =
+        e.optimizer->LoadStateDict(e.kind, std::move(one.state_dict));
     if (!loaded.ok()) {
       if (absl::IsResourceExhausted(loaded)) return loaded;
       return absl::DataLossError(absl::StrCat(who, ": ", loaded.message()));

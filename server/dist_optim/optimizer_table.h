@@ -101,7 +101,7 @@ class OptimizerTable {
   // optimizers yet. All or nothing. DATA_LOSS when one does not fit its
   // parameters (damage); NOT_FOUND for a kind this daemon does not have (a
   // plugin not loaded).
-  absl::Status Restore(const std::vector<Saved>& saved, uint64_t next_id)
+  absl::Status Restore(std::vector<Saved> saved, uint64_t next_id)
       ABSL_LOCKS_EXCLUDED(mutex_);
   uint64_t next_id() const ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -76,7 +76,7 @@ absl::Status RestoreOptimizers(const CheckpointSections& sections,
     restored.state_dict = std::move((*state)[i]);
     saved.push_back(std::move(restored));
   }
-  return table.Restore(saved, header.next_id());
+  return table.Restore(std::move(saved), header.next_id());
 }
 
 }  // namespace distopt

@@ -280,6 +280,17 @@ absl::StatusOr<OptimizerStateDict> FunctionalOptimizer::StateDict(
 
 absl::Status FunctionalOptimizer::LoadStateDict(
     const std::string& kind_name, const OptimizerStateDict& dict) {
+  return Load(kind_name, dict, /*adopt=*/false);
+}
+
+absl::Status FunctionalOptimizer::LoadStateDict(const std::string& kind_name,
+                                                OptimizerStateDict&& dict) {
+  return Load(kind_name, dict, /*adopt=*/true);
+}
+
+absl::Status FunctionalOptimizer::Load(const std::string& kind_name,
+                                       const OptimizerStateDict& dict,
+                                       bool adopt) {
   if (dict.kind != kind_name) {
     return absl::InvalidArgumentError(absl::StrCat(
         "state_dict.kind: \"", dict.kind, "\"; expected \"", kind_name, "\""));
@@ -339,6 +350,11 @@ absl::Status FunctionalOptimizer::LoadStateDict(
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".", spec.name, ": ", given.DebugString(),
             "; expected float32", ShapeToString(layouts_[index].shape)));
+      }
+      if (adopt && given.owns_storage() &&
+          given.device() == backend_->device()) {
+        state.buffers.emplace_back(spec.name, given);  // Shares the storage.
+        continue;
       }
       absl::StatusOr<Tensor> copy = given.CloneTo(backend_);
       if (!copy.ok()) return copy.status();

@@ -95,6 +95,10 @@ class FunctionalOptimizer {
   // name or shape does not fit; the old state then stays.
   absl::Status LoadStateDict(const std::string& kind_name,
                              const OptimizerStateDict& state_dict);
+  // The same, taking over the dict's buffers where they are already on the
+  // optimizer's device (a restore does not hold the state twice).
+  absl::Status LoadStateDict(const std::string& kind_name,
+                             OptimizerStateDict&& state_dict);
 
   const Hyperparameters& hyperparameters() const { return hyperparameters_; }
   const OptimizerKind& kind() const { return *kind_; }
@@ -113,6 +117,8 @@ class FunctionalOptimizer {
   uint64_t MaxStateBytes(const Hyperparameters& h) const;
   // Grows (or shrinks) the state's reservation for hyperparameters `h`.
   absl::Status ReserveStateFor(const Hyperparameters& h);
+  absl::Status Load(const std::string& kind_name,
+                    const OptimizerStateDict& state_dict, bool adopt);
   absl::Status CheckInputs(absl::Span<Tensor* const> params,
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.

@@ -6,12 +6,15 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -35,16 +38,23 @@ namespace fs = std::filesystem;
 
 // Formats 2 and 3: index.binpb is kMagic, the payload's crc32 (4 bytes,
 // little endian), then the payload, a CheckpointIndex that holds each
-// values file's crc32 (and, from format 3, the sections'). Format 1 (the
-// bare index, no checksums) still loads.
+// parameter's values' crc32 (and, from format 3, the sections'). Format 3
+// keeps the values in one file (kValuesName), format 2 in one file per
+// parameter (<id>.bin); format 1 (the bare index, no checksums, a file per
+// parameter) still loads.
 constexpr uint32_t kFormat = 3;
 constexpr uint32_t kFormatWithoutSections = 2;
 constexpr uint32_t kFormatWithoutChecksums = 1;
 constexpr char kMagic[8] = {'D', 'O', 'P', 'T', 'C', 'K', 'P', '2'};
 constexpr char kIndexName[] = "index.binpb";
+// Format 3: every parameter's values, in the index's order.
+constexpr char kValuesName[] = "values.bin";
 // Values move between device and file in blocks of this size, so that a
 // large parameter never needs a host copy of its whole size.
 constexpr size_t kBlockBytes = size_t{64} << 20;
+// Writes go in smaller blocks, one written while the next is read and
+// checksummed.
+constexpr size_t kWriteBlockBytes = size_t{8} << 20;
 
 // The k-th checkpoint before the newest (k >= 1).
 fs::path Previous(const fs::path& root, int k) {
@@ -85,21 +95,24 @@ bool Exists(const fs::path& path) {
 }
 
 // Moves the newest checkpoint aside as the newest kept one (numbers only
-// grow: nothing is ever renumbered), then drops the oldest kept ones beyond
-// `keep` (at least one stays, so that a crash before the new checkpoint is
-// in place leaves a checkpoint).
-absl::Status RetireNewest(const fs::path& root, int keep) {
+// grow: nothing is ever renumbered).
+absl::Status MoveNewestAside(const fs::path& root) {
+  const fs::path newest = root / "parameters";
+  if (!Exists(newest)) return absl::OkStatus();
   absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
   if (!kept.ok()) return kept.status();
   std::error_code error;
-  const fs::path newest = root / "parameters";
-  if (Exists(newest)) {
-    const int next = kept->empty() ? 1 : kept->back() + 1;
-    fs::rename(newest, Previous(root, next), error);
-    if (error) return FromErrorCode(error, "retiring " + newest.string());
-    kept->push_back(next);
-  }
-  const size_t stay = static_cast<size_t>(std::max(keep, 1));
+  fs::rename(newest, Previous(root, kept->empty() ? 1 : kept->back() + 1),
+             error);
+  return FromErrorCode(error, "retiring " + newest.string());
+}
+
+// Drops the oldest kept checkpoints beyond `keep`.
+absl::Status DropBeyond(const fs::path& root, int keep) {
+  absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+  if (!kept.ok()) return kept.status();
+  std::error_code error;
+  const size_t stay = static_cast<size_t>(keep);
   for (size_t i = 0; i + stay < kept->size(); ++i) {
     fs::remove_all(Previous(root, (*kept)[i]), error);
     if (error) return FromErrorCode(error, "dropping an old checkpoint");
@@ -130,32 +143,127 @@ absl::Status WriteError(absl::string_view what, const std::string& path,
   return absl::InternalError(message);
 }
 
-// Writes `size` bytes produced block by block by `read` into `path`, and
-// makes them durable before returning; `*crc` gets their crc32.
-absl::Status WriteDurably(const std::string& path, size_t size,
-                          const ByteReader& read, uint32_t* crc) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+// Host memory aligned for O_DIRECT (on huge-page boundaries).
+struct FreeDeleter {
+  void operator()(char* data) const { std::free(data); }
+};
+using AlignedBlock = std::unique_ptr<char[], FreeDeleter>;
+constexpr size_t kDirectAlignment = 4096;
+
+AlignedBlock AllocateAligned(size_t size) {
+  const size_t rounded =
+      std::max(kDirectAlignment, (size + kDirectAlignment - 1) /
+                                     kDirectAlignment * kDirectAlignment);
+  return AlignedBlock(static_cast<char*>(std::aligned_alloc(
+      size_t{2} << 20, (rounded + (size_t{2} << 20) - 1) / (size_t{2} << 20) *
+                           (size_t{2} << 20))));
+}
+
+// Writes [data, data + length) at `offset`. With O_DIRECT the length must
+// be a whole number of kDirectAlignment.
+absl::Status WriteAt(int fd, const char* data, size_t length, size_t offset,
+                     const std::string& path) {
+  while (length > 0) {
+    const ssize_t n = pwrite(fd, data, length, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return WriteError("write", path, n < 0 ? errno : ENOSPC);
+    data += n;
+    offset += static_cast<size_t>(n);
+    length -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// One part of a file being written: its bytes, and (out) their crc32.
+struct Segment {
+  size_t size = 0;
+  const ByteReader* read = nullptr;
+  uint32_t crc = 0;
+};
+
+// Writes `segments` one after the other into `path`, and makes them
+// durable before returning; each segment gets its crc32. The bytes go
+// around the page cache (O_DIRECT) where the filesystem allows it: at the
+// disk's own bandwidth, without spending the CPU (which on a small node is
+// the trainer's) on copying model-sized bytes into the cache. A block is
+// written while the next is read and checksummed; the tail that is not a
+// whole number of kDirectAlignment goes through the cache, last.
+absl::Status WriteDurably(const std::string& path,
+                          std::vector<Segment>& segments) {
+  size_t size = 0;
+  for (Segment& segment : segments) {
+    size += segment.size;
+    segment.crc = Crc32(0, nullptr, 0);
+  }
+  bool direct = true;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+  if (fd < 0 && errno == EINVAL) {  // tmpfs, among others.
+    direct = false;
+    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   if (fd < 0) return WriteError("create", path, errno);
-  std::vector<char> block(std::min(size, kBlockBytes));
-  absl::Status status;
-  *crc = Crc32(0, nullptr, 0);
-  for (size_t offset = 0; offset < size && status.ok();) {
-    const size_t length = std::min(kBlockBytes, size - offset);
-    status = read(offset, length, block.data());
-    if (status.ok()) *crc = Crc32(*crc, block.data(), length);
-    for (size_t done = 0; status.ok() && done < length;) {
-      const ssize_t n = write(fd, block.data() + done, length - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        status = WriteError("write", path, n < 0 ? errno : ENOSPC);
-      } else {
-        done += static_cast<size_t>(n);
+  const size_t block_bytes = std::min(size, kWriteBlockBytes);
+  AlignedBlock blocks[2] = {AllocateAligned(block_bytes),
+                            AllocateAligned(block_bytes)};
+  absl::Status status = blocks[0] != nullptr && blocks[1] != nullptr
+                            ? absl::OkStatus()
+                            : absl::ResourceExhaustedError(absl::StrCat(
+                                  "no memory for the blocks to write ", path));
+  std::future<absl::Status> writing;
+  auto wait = [&] {
+    if (!writing.valid()) return;
+    absl::Status written = writing.get();
+    if (status.ok()) status = written;
+  };
+  // Where the next block's bytes come from.
+  size_t segment = 0;
+  size_t within = 0;
+  for (size_t offset = 0, k = 0; offset < size && status.ok(); ++k) {
+    const size_t length = std::min(kWriteBlockBytes, size - offset);
+    char* block = blocks[k % 2].get();
+    for (size_t filled = 0; filled < length && status.ok();) {
+      while (within == segments[segment].size) {
+        ++segment;
+        within = 0;
+      }
+      Segment& from = segments[segment];
+      const size_t part = std::min(length - filled, from.size - within);
+      status = (*from.read)(within, part, block + filled);
+      from.crc = Crc32(from.crc, block + filled, part);
+      filled += part;
+      within += part;
+    }
+    wait();  // The other block's write.
+    if (!status.ok()) break;
+    const size_t whole =
+        direct ? length / kDirectAlignment * kDirectAlignment : length;
+    if (whole == length) {
+      writing = std::async(std::launch::async, [=, &path] {
+        return WriteAt(fd, block, length, offset, path);
+      });
+    } else {
+      status = WriteAt(fd, block, whole, offset, path);
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT);
+      direct = false;
+      if (status.ok()) {
+        status =
+            WriteAt(fd, block + whole, length - whole, offset + whole, path);
       }
     }
     offset += length;
   }
+  wait();
   if (status.ok() && fsync(fd) != 0) status = WriteError("sync", path, errno);
   close(fd);
+  return status;
+}
+
+// One reader, one segment.
+absl::Status WriteDurably(const std::string& path, size_t size,
+                          const ByteReader& read, uint32_t* crc) {
+  std::vector<Segment> segments = {{size, &read}};
+  absl::Status status = WriteDurably(path, segments);
+  *crc = segments[0].crc;
   return status;
 }
 
@@ -196,7 +304,10 @@ absl::Status Damaged(const fs::path& path, absl::string_view what) {
 // A section's file name: plain, and never one of the parameters' files
 // ("<id>.bin") or the index.
 bool IsSectionName(absl::string_view name) {
-  if (name.empty() || name.size() > 100 || name == kIndexName) return false;
+  if (name.empty() || name.size() > 100 || name == kIndexName ||
+      name == kValuesName) {
+    return false;
+  }
   if (!absl::ascii_islower(name[0]) && name[0] != '_') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' ||
@@ -363,15 +474,30 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
       return Damaged(index_path, absl::StrCat("parameter ", info->id, " (\"",
                                               info->name, "\") twice"));
     }
-    const std::string path = ValuesFile(folder, info->id);
-    std::error_code error;
-    const uintmax_t size = fs::file_size(path, error);
-    if (error || size != static_cast<uintmax_t>(info->byte_size)) {
-      return Damaged(path,
-                     absl::StrCat("should hold ", info->byte_size,
-                                  " bytes for parameter \"", info->name, "\""));
+    if (verified.index.format() < kFormat) {
+      const std::string path = ValuesFile(folder, info->id);
+      std::error_code error;
+      const uintmax_t size = fs::file_size(path, error);
+      if (error || size != static_cast<uintmax_t>(info->byte_size)) {
+        return Damaged(
+            path, absl::StrCat("should hold ", info->byte_size,
+                               " bytes for parameter \"", info->name, "\""));
+      }
     }
     verified.infos.push_back(*std::move(info));
+  }
+  if (verified.index.format() >= kFormat) {
+    uint64_t total = 0;
+    for (const ParameterInfo& info : verified.infos) {
+      total += static_cast<uint64_t>(info.byte_size);
+    }
+    const fs::path path = folder / kValuesName;
+    std::error_code error;
+    const uintmax_t size = fs::file_size(path, error);
+    if (error || size != total) {
+      return Damaged(path, absl::StrCat("should hold ", total,
+                                        " bytes, the parameters' values"));
+    }
   }
   std::set<std::string> sections;
   for (const checkpoint::Section& section : verified.index.sections()) {
@@ -398,25 +524,38 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
                      const SectionsRestorer& restore_sections) {
   std::vector<uint64_t> restored;
   absl::Status status;
+  std::unique_ptr<std::ifstream> in;
   for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
     const ParameterInfo& info = checkpoint.infos[i];
+    // Format 3 holds the values one after the other in one file; older
+    // ones, a file each.
+    const bool one_file = checkpoint.index.format() >= kFormat;
+    const std::string path = one_file
+                                 ? (checkpoint.folder / kValuesName).string()
+                                 : ValuesFile(checkpoint.folder, info.id);
+    if (!one_file || in == nullptr) {
+      in = std::make_unique<std::ifstream>(path, std::ios::binary);
+    }
     // The device is this daemon's, whatever it was when saved.
-    const std::string path = ValuesFile(checkpoint.folder, info.id);
     status = store.Restore(info, [&](Tensor& values) {
-      std::ifstream in(path, std::ios::binary);
-      std::vector<char> block(std::min(values.byte_size(), kBlockBytes));
+      const bool on_host = values.device().is_cpu();
+      std::vector<char> block(
+          on_host ? 0 : std::min(values.byte_size(), kBlockBytes));
       char* base = static_cast<char*>(values.data());
       uint32_t crc = Crc32(0, nullptr, 0);
       for (size_t offset = 0; offset < values.byte_size();) {
         const size_t length =
             std::min(kBlockBytes, values.byte_size() - offset);
-        if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
+        char* into = on_host ? base + offset : block.data();
+        if (!in->read(into, static_cast<std::streamsize>(length))) {
           return Damaged(path, "cannot be read");
         }
-        crc = Crc32(crc, block.data(), length);
-        absl::Status copied =
-            store.backend()->CopyFromHost(base + offset, block.data(), length);
-        if (!copied.ok()) return copied;
+        crc = Crc32(crc, into, length);
+        if (!on_host) {
+          absl::Status copied =
+              store.backend()->CopyFromHost(base + offset, into, length);
+          if (!copied.ok()) return copied;
+        }
         offset += length;
       }
       if (checkpoint.index.format() != kFormatWithoutChecksums &&
@@ -509,16 +648,16 @@ absl::StatusOr<SavedCheckpoint> WriteFolder(const CheckpointContents& contents,
   index.set_next_id(contents.next_parameter_id);
   index.set_saved_at_unix_micros(absl::ToUnixMicros(absl::Now()));
   index.set_reason(contents.reason);
+  std::vector<Segment> values;
   for (const CheckpointParameter& parameter : contents.parameters) {
-    uint32_t crc = 0;
-    const size_t size = static_cast<size_t>(parameter.info.byte_size);
-    absl::Status status = WriteDurably(ValuesFile(folder, parameter.info.id),
-                                       size, parameter.read, &crc);
-    if (!status.ok()) return status;
+    values.push_back(
+        {static_cast<size_t>(parameter.info.byte_size), &parameter.read});
     ParameterInfoToProto(parameter.info, index.add_parameters());
-    index.add_values_crc32(crc);
-    saved.bytes += size;
+    saved.bytes += static_cast<uint64_t>(parameter.info.byte_size);
   }
+  absl::Status written = WriteDurably((folder / kValuesName).string(), values);
+  if (!written.ok()) return written;
+  for (const Segment& segment : values) index.add_values_crc32(segment.crc);
   for (const CheckpointSection& section : contents.sections) {
     if (!IsSectionName(section.name)) {
       return absl::InternalError(
@@ -579,26 +718,22 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
 
   // Swap the new checkpoint in and keep the `keep` ones before it, to fall
   // back on if a newer one is found damaged: the newest becomes
-  // parameters.<n> (n above every kept one) and the oldest beyond `keep`
-  // go. The new one is whole on disk first, so a crash anywhere in between
-  // leaves it to a restore (see LoadCheckpoint). With keep 0 the newest is
-  // still moved aside first, and dropped only once the new one is in
-  // place.
+  // parameters.<n> (n above every kept one), the new one takes its place,
+  // and only then do the oldest beyond `keep` go. The new one is whole on
+  // disk first, so a crash anywhere in between leaves it to a restore (see
+  // LoadCheckpoint), and a crash before the drop leaves one kept too many
+  // (the next save drops it).
   fs::remove_all(legacy, error);
-  status = RetireNewest(root, keep);
+  status = MoveNewestAside(root);
   if (!status.ok()) return status;
   fs::rename(fresh, current, error);
-  if (!error && keep == 0) {
-    absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
-    for (int k : kept.ok() ? *kept : std::vector<int>()) {
-      fs::remove_all(Previous(root, k), error);
-    }
-  }
   status = FromErrorCode(error, "replacing the checkpoint in " + dir);
+  if (status.ok()) status = SyncDirectory(root);
   if (!status.ok()) return status;
-  status = SyncDirectory(root);
-  if (!status.ok()) return status;
+  // Saved: what follows is cleaning up.
   saved->took = absl::Now() - start;
+  status = DropBeyond(root, keep);
+  if (!status.ok()) return status;
   return saved;
 }
 
@@ -624,8 +759,7 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
   if (Exists(fresh)) {
     std::error_code error;
     if (Verify(fresh).ok()) {
-      absl::Status retired =
-          RetireNewest(root, std::numeric_limits<int>::max());
+      absl::Status retired = MoveNewestAside(root);
       if (!retired.ok()) return retired;
       fs::rename(fresh, newest, error);
       absl::Status status =

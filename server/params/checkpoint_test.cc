@@ -225,8 +225,18 @@ class CheckpointDamageTest : public CheckpointTest {
   std::string Newest(const std::string& name) const {
     return dir_ + "/parameters/" + name;
   }
-  std::string ValuesOf(uint64_t id) const {
-    return Newest(std::to_string(id) + ".bin");
+  // Format 3: every parameter's values in one file, in the index's order.
+  std::string Values() const { return Newest("values.bin"); }
+  std::streamoff OffsetOf(uint64_t id) const {
+    checkpoint::CheckpointIndex index;
+    EXPECT_TRUE(ParseIndex(ReadFile(Newest("index.binpb")), &index));
+    std::streamoff offset = 0;
+    for (const v1::ParameterInfo& info : index.parameters()) {
+      if (info.id() == id) return offset;
+      offset += info.byte_size();
+    }
+    ADD_FAILURE() << "no parameter " << id;
+    return 0;
   }
 
   static void FlipByte(const std::string& path, std::streamoff offset) {
@@ -258,7 +268,7 @@ class CheckpointDamageTest : public CheckpointTest {
 
 TEST_F(CheckpointDamageTest, AFlippedValueByteFallsBackToThePrevious) {
   SaveTwo();
-  FlipByte(ValuesOf(big_), 12345);
+  FlipByte(Values(), OffsetOf(big_) + 12345);
   const std::vector<char> w = ExpectFallBack("checksum mismatch");
   // The previous save's "w": its initial values, not the later write's.
   std::vector<float> values(15);
@@ -276,14 +286,20 @@ TEST_F(CheckpointDamageTest, AFlippedIndexBitFallsBackToThePrevious) {
 
 TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
   SaveTwo();
-  fs::rename(ValuesOf(w_), dir_ + "/w.bin");
+  fs::rename(Values(), dir_ + "/w.bin");
   ExpectFallBack("should hold");  // Missing.
-  // Another parameter's bytes, cut to the right size: sizes agree,
-  // checksums do not.
-  SaveTwo();  // The damaged newest was set aside.
-  fs::copy_file(ValuesOf(big_), ValuesOf(w_),
-                fs::copy_options::overwrite_existing);
-  fs::resize_file(ValuesOf(w_), 60);
+  SaveTwo();                      // The damaged newest was set aside.
+  fs::resize_file(Values(), fs::file_size(Values()) - 1);
+  ExpectFallBack("should hold");  // Truncated.
+  // Another parameter's bytes in w's place: sizes agree, checksums do not.
+  SaveTwo();
+  {
+    const std::string bytes = ReadFile(Values());
+    std::fstream file(Values(),
+                      std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(OffsetOf(w_));
+    file.write(bytes.data() + OffsetOf(big_), 60);
+  }
   ExpectFallBack("checksum mismatch");
 }
 
@@ -292,25 +308,25 @@ TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
 // one to fall back on again.
 TEST_F(CheckpointDamageTest, ADamagedCheckpointIsNotKeptInPlaceOfAGoodOne) {
   SaveTwo();
-  FlipByte(ValuesOf(w_), 3);
+  FlipByte(Values(), OffsetOf(w_) + 3);
   ExpectFallBack("checksum mismatch");
   ParameterStore store(CpuBackend(), &budget_);
   Populate(store);
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());  // keep 1.
-  FlipByte(ValuesOf(w_), 5);
+  FlipByte(Values(), OffsetOf(w_) + 5);
   ExpectFallBack("checksum mismatch");
 }
 
 TEST_F(CheckpointDamageTest, WithoutAPreviousCheckpointDamageIsDataLoss) {
   SaveTwo();
   fs::remove_all(dir_ + "/parameters.1");
-  FlipByte(ValuesOf(w_), 3);
+  FlipByte(Values(), OffsetOf(w_) + 3);
   std::unique_ptr<Restored> r = Restore();
   ParameterStore& restored = r->store;
   absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(loaded.status().message(),
-              HasSubstr(std::to_string(w_) + ".bin: checksum mismatch"));
+              HasSubstr("values.bin: checksum mismatch"));
   EXPECT_THAT(loaded.status().message(), HasSubstr("\"w\""));
   EXPECT_EQ(restored.List("", 0, 100).parameters.size(), 0u);  // Nothing.
   std::ofstream(Newest("index.binpb")) << "garbage";
@@ -400,25 +416,63 @@ TEST_F(CheckpointTest, KeptCheckpointsAreFallenBackOnInOrder) {
   EXPECT_EQ(Restore()->loaded->parameters, 4u);
 }
 
-// Checkpoints written before the checksums (format 1: the bare index) still
-// load.
-TEST_F(CheckpointTest, AFormatOneCheckpointStillLoads) {
-  ParameterStore store(CpuBackend(), &budget_);
-  Populate(store);
-  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
-  const std::string index_path = dir_ + "/parameters/index.binpb";
+// Rewrites the newest checkpoint in an older layout: a values file per
+// parameter (<id>.bin), and the index as format `format` (1: bare, no
+// checksums; 2: in its envelope).
+void RewriteAsFormat(const std::string& dir, uint32_t format) {
+  const std::string folder = dir + "/parameters/";
+  const std::string index_path = folder + "index.binpb";
+  std::string envelope;
+  {
+    std::ifstream in(index_path, std::ios::binary);
+    envelope.assign(std::istreambuf_iterator<char>(in),
+                    std::istreambuf_iterator<char>());
+  }
   checkpoint::CheckpointIndex index;
-  ASSERT_TRUE(ParseIndex(ReadFile(index_path), &index));
-  index.set_format(1);
-  index.clear_values_crc32();
-  std::ofstream(index_path, std::ios::binary | std::ios::trunc)
-      << index.SerializeAsString();
-  std::unique_ptr<Restored> r = Restore();
-  ParameterStore& restored = r->store;
-  absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->parameters, 4u);
-  EXPECT_EQ(loaded->fell_back, "");
+  ASSERT_TRUE(index.ParseFromString(envelope.substr(12)));
+  std::ifstream values(folder + "values.bin", std::ios::binary);
+  for (const v1::ParameterInfo& info : index.parameters()) {
+    std::string bytes(info.byte_size(), '\0');
+    values.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(folder + std::to_string(info.id()) + ".bin", std::ios::binary)
+        << bytes;
+  }
+  fs::remove(folder + "values.bin");
+  index.set_format(format);
+  if (format == 1) index.clear_values_crc32();
+  const std::string payload = index.SerializeAsString();
+  std::string bytes = payload;
+  if (format == 2) {
+    const uint32_t crc = static_cast<uint32_t>(crc32(
+        crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(payload.data()),
+        static_cast<uInt>(payload.size())));
+    bytes = envelope.substr(0, 8);
+    for (int i = 0; i < 4; ++i)
+      bytes.push_back(static_cast<char>(crc >> (8 * i)));
+    bytes += payload;
+  }
+  std::ofstream(index_path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Checkpoints written before the checksums (format 1: the bare index) and
+// before the values shared one file (format 2) still load.
+TEST_F(CheckpointTest, FormatOneAndTwoCheckpointsStillLoad) {
+  for (uint32_t format : {1u, 2u}) {
+    SCOPED_TRACE(format);
+    fs::remove_all(dir_);
+    ParameterStore store(CpuBackend(), &budget_);
+    Populate(store);
+    ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+    ASSERT_NO_FATAL_FAILURE(RewriteAsFormat(dir_, format));
+    std::unique_ptr<Restored> r = Restore();
+    absl::StatusOr<RestoredCheckpoint>& loaded = r->loaded;
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->parameters, 4u);
+    EXPECT_EQ(loaded->fell_back, "");
+    for (const ParameterInfo& info : store.List("", 0, 100).parameters) {
+      EXPECT_EQ(Bytes(r->store, info.id), Bytes(store, info.id)) << info.name;
+    }
+  }
 }
 
 TEST(CheckpointDirTest, AFolderThatCannotBeWrittenIsRefusedAtOnce) {

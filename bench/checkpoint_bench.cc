@@ -1,0 +1,285 @@
+// Checkpoints of the seed tutorial's model (20 linear weights of 2000 x
+// 2000, Adam: 305 MiB of parameters and 610 MiB of state) on one daemon,
+// against the disk they are written to, measured in the same run on the
+// same folder:
+//
+//   - write throughput: the bytes of one CheckpointService.Save over its
+//     write time, against fsync'd sequential writes of as many bytes in the
+//     same blocks (goal >= 0.7);
+//   - step-time overhead of --checkpoint_every_steps=10: a training
+//     iteration (gradients pushed, then the step) on that daemon against one
+//     without checkpoints, iterations alternating between the two (goal
+//     <= 5 %);
+//   - restore: the time from starting a daemon on the checkpoint to its
+//     serving, less an empty daemon's start, against reading the
+//     checkpoint's files (goal >= 0.7). Both read with a cold page cache
+//     when this process may drop it (root), and say so when not.
+//
+//   bazel run -c opt //bench:checkpoint_bench [-- FOLDER]
+//
+// FOLDER (default /var/tmp/distopt_checkpoint_bench) must be on the disk
+// to measure, not a tmpfs; it is emptied first and removed at the end.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/timing.h"
+#include "client/client.h"
+#include "client/hyperparameters.h"
+#include "client/local_worker.h"
+#include "proto/distopt/v1/checkpoint.grpc.pb.h"
+
+namespace distopt {
+namespace {
+
+namespace fs = std::filesystem;
+using bench::SecondsOf;
+
+constexpr int kLayers = 20;
+constexpr int64_t kSize = 2000;
+constexpr int kWarmup = 2;
+constexpr int kIterations = 30;
+constexpr int kEverySteps = 10;
+constexpr size_t kBlockBytes = size_t{64} << 20;  // As the daemon writes.
+
+bool DropPageCache() {
+  sync();
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  drop << "3\n";
+  return static_cast<bool>(drop.flush());
+}
+
+// Seconds to write `bytes` to a new file in `dir` in kBlockBytes blocks
+// around the page cache (O_DIRECT), then fsync it: the disk's sequential
+// write bandwidth.
+double TimeRawWrite(const fs::path& dir, uint64_t bytes) {
+  const std::string path = (dir / "raw_write.bin").string();
+  bytes = bytes / 4096 * 4096;
+  char* block = static_cast<char*>(std::aligned_alloc(4096, kBlockBytes));
+  std::memset(block, 1, kBlockBytes);
+  const double seconds = SecondsOf([&] {
+    const int fd =
+        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    for (uint64_t done = 0; done < bytes;) {
+      const size_t length = std::min<uint64_t>(kBlockBytes, bytes - done);
+      if (write(fd, block, length) != static_cast<ssize_t>(length)) {
+        std::printf("raw write failed\n");
+        break;
+      }
+      done += length;
+    }
+    fsync(fd);
+    close(fd);
+  });
+  std::free(block);
+  fs::remove(path);
+  return seconds;
+}
+
+// Seconds to read every file under `dir` in kBlockBytes blocks; `*bytes`
+// gets how many.
+double TimeRawRead(const fs::path& dir, uint64_t* bytes) {
+  std::vector<char> block(kBlockBytes);
+  *bytes = 0;
+  return SecondsOf([&] {
+    for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      const int fd = open(entry.path().c_str(), O_RDONLY);
+      ssize_t n = 0;
+      while ((n = read(fd, block.data(), block.size())) > 0) *bytes += n;
+      close(fd);
+    }
+  });
+}
+
+std::unique_ptr<LocalWorker> StartDaemon(std::vector<std::string> flags) {
+  LocalWorkerOptions options;
+  options.flags = std::move(flags);
+  options.start_timeout = absl::Minutes(5);
+  absl::StatusOr<std::unique_ptr<LocalWorker>> worker =
+      LocalWorker::Start(options);
+  if (!worker.ok()) {
+    std::printf("cannot start a daemon: %s\n",
+                worker.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(worker);
+}
+
+// The model and its Adam on one daemon, and one training iteration on it.
+struct Trainee {
+  std::unique_ptr<LocalWorker> daemon;
+  std::vector<uint64_t> parameter_ids;
+  uint64_t optimizer_id = 0;
+
+  bool Create(Client& client) {
+    for (int layer = 0; layer < kLayers; ++layer) {
+      auto parameter = client.CreateParameter(
+          daemon->address(), absl::StrCat("layer", layer, ".weight"),
+          DType::kFloat32, {kSize, kSize}, init::Normal(0.0, 0.02, layer));
+      if (!parameter.ok()) return false;
+      parameter_ids.push_back(parameter->id);
+    }
+    auto adam =
+        client.CreateOptimizer(daemon->address(), "adam",
+                               {{"lr", hyper::Number(1e-3)}}, parameter_ids);
+    if (!adam.ok()) return false;
+    optimizer_id = adam->id();
+    return true;
+  }
+
+  // Seconds of the whole iteration (push and step) and of the step alone.
+  bool Iterate(Client& client, const Tensor& gradient, double* iteration,
+               double* step) {
+    bool ok = true;
+    *iteration = SecondsOf([&] {
+      const uint64_t context_id = client.NewContextId();
+      for (uint64_t id : parameter_ids) {
+        ok = ok && client
+                       .AccumulateGradients(daemon->address(), context_id,
+                                            {{id, gradient}})
+                       .ok();
+      }
+      *step = SecondsOf([&] {
+        ok =
+            ok && client.Step(daemon->address(), optimizer_id, context_id).ok();
+      });
+      ok = ok && client.ReleaseContext(daemon->address(), context_id).ok();
+    });
+    return ok;
+  }
+};
+
+double Mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0 : sum / values.size();
+}
+
+int Run(const fs::path& root) {
+  fs::remove_all(root);
+  fs::create_directories(root);
+  Client client;
+  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, {kSize, kSize});
+  for (float& x : gradient.host_span<float>()) x = 1e-3f;
+  const double model_mib = kLayers * kSize * kSize * 4.0 / (1 << 20);
+  std::printf("model: %d x %lld x %lld fp32 (%.0f MiB), Adam; folder %s\n",
+              kLayers, static_cast<long long>(kSize),
+              static_cast<long long>(kSize), model_mib, root.c_str());
+
+  // Two daemons, with and without periodic checkpoints, stepped in turn.
+  Trainee plain;
+  Trainee periodic;
+  plain.daemon = StartDaemon({});
+  periodic.daemon =
+      StartDaemon({"--checkpoint_dir=" + (root / "periodic").string(),
+                   absl::StrCat("--checkpoint_every_steps=", kEverySteps)});
+  if (plain.daemon == nullptr || periodic.daemon == nullptr ||
+      !plain.Create(client) || !periodic.Create(client)) {
+    std::printf("cannot set the model up\n");
+    return 1;
+  }
+  std::vector<double> plain_iterations, plain_steps;
+  std::vector<double> periodic_iterations, periodic_steps;
+  for (int i = 0; i < kWarmup + kIterations; ++i) {
+    double iteration = 0, step = 0;
+    for (Trainee* trainee : {&plain, &periodic}) {
+      if (!trainee->Iterate(client, gradient, &iteration, &step)) {
+        std::printf("an iteration failed\n");
+        return 1;
+      }
+      if (i < kWarmup) continue;
+      (trainee == &plain ? plain_iterations : periodic_iterations)
+          .push_back(iteration);
+      (trainee == &plain ? plain_steps : periodic_steps).push_back(step);
+    }
+  }
+  const double overhead_iteration =
+      Mean(periodic_iterations) / Mean(plain_iterations) - 1;
+  const double overhead_step = Mean(periodic_steps) / Mean(plain_steps) - 1;
+
+  // One save on demand, its write against the raw disk.
+  auto checkpoints = v1::CheckpointService::NewStub(
+      client.Channel(periodic.daemon->address()));
+  grpc::ClientContext context;
+  v1::CheckpointInfo saved;
+  grpc::Status status =
+      checkpoints->Save(&context, v1::SaveCheckpointRequest(), &saved);
+  if (!status.ok()) {
+    std::printf("Save failed: %s\n", status.error_message().c_str());
+    return 1;
+  }
+  const double raw_write =
+      TimeRawWrite(root, static_cast<uint64_t>(saved.bytes()));
+  const double save_bandwidth = saved.bytes() / saved.write_seconds();
+  const double raw_write_bandwidth = saved.bytes() / raw_write;
+
+  // Restore, cold, against reading the same files cold.
+  const fs::path folder = root / "periodic";
+  absl::StatusOr<int> stopped = periodic.daemon->Stop();
+  periodic.daemon.reset();
+  if (!stopped.ok() || *stopped != 0) {
+    std::printf("the checkpointing daemon did not stop cleanly\n");
+    return 1;
+  }
+  // Only the newest checkpoint is read at a restore.
+  const fs::path newest = folder / "parameters";
+  const bool cold = DropPageCache();
+  uint64_t checkpoint_bytes = 0;
+  const double raw_read = TimeRawRead(newest, &checkpoint_bytes);
+  DropPageCache();
+  std::unique_ptr<LocalWorker> restored;
+  const double restore = SecondsOf(
+      [&] { restored = StartDaemon({"--checkpoint_dir=" + folder.string()}); });
+  if (restored == nullptr) return 1;
+  restored.reset();
+  const double empty_start = SecondsOf([&] { restored = StartDaemon({}); });
+  restored.reset();
+  const double restore_only = restore - empty_start;
+  const double restore_bandwidth = checkpoint_bytes / restore_only;
+  const double raw_read_bandwidth = checkpoint_bytes / raw_read;
+
+  const double mib = 1 << 20;
+  std::printf(
+      "\nwrite: a save of %.0f MiB wrote at %.0f MiB/s (copy under the locks "
+      "%.3f s); the disk, fsync'd sequential writes of as many bytes: %.0f "
+      "MiB/s; save/disk %.2f (goal >= 0.7)\n",
+      saved.bytes() / mib, save_bandwidth / mib, saved.snapshot_seconds(),
+      raw_write_bandwidth / mib, save_bandwidth / raw_write_bandwidth);
+  std::printf(
+      "overhead of --checkpoint_every_steps=%d over %d iterations (%d "
+      "saves): iteration %.3f s vs %.3f s without, %+.1f %% (goal <= 5 %%); "
+      "the step RPC alone %.3f s vs %.3f s, %+.1f %%\n",
+      kEverySteps, kIterations, kIterations / kEverySteps,
+      Mean(periodic_iterations), Mean(plain_iterations),
+      100 * overhead_iteration, Mean(periodic_steps), Mean(plain_steps),
+      100 * overhead_step);
+  std::printf(
+      "restore: %.0f MiB in %.3f s (start to serving %.3f s less an empty "
+      "daemon's start %.3f s) = %.0f MiB/s; reading the files: %.0f MiB/s; "
+      "restore/read %.2f (goal >= 0.7)%s\n",
+      checkpoint_bytes / mib, restore_only, restore, empty_start,
+      restore_bandwidth / mib, raw_read_bandwidth / mib,
+      restore_bandwidth / raw_read_bandwidth,
+      cold ? ", page cache dropped before each"
+           : "; the page cache could not be dropped (not root): both warm");
+  fs::remove_all(root);
+  return 0;
+}
+
+}  // namespace
+}  // namespace distopt
+
+int main(int argc, char** argv) {
+  return distopt::Run(argc > 1 ? argv[1] : "/var/tmp/distopt_checkpoint_bench");
+}
