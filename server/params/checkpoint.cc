@@ -49,12 +49,10 @@ constexpr char kMagic[8] = {'D', 'O', 'P', 'T', 'C', 'K', 'P', '2'};
 constexpr char kIndexName[] = "index.binpb";
 // Format 3: every parameter's values, in the index's order.
 constexpr char kValuesName[] = "values.bin";
-// Values move between device and file in blocks of this size, so that a
-// large parameter never needs a host copy of its whole size.
-constexpr size_t kBlockBytes = size_t{64} << 20;
-// Writes go in smaller blocks, one written while the next is read and
-// checksummed.
-constexpr size_t kWriteBlockBytes = size_t{8} << 20;
+// Bytes move between memory and file in blocks of this size, one read or
+// written while the next is checksummed (so a large parameter never needs
+// a host copy of its whole size, and the disk and the CPU work at once).
+constexpr size_t kBlockBytes = size_t{8} << 20;
 
 // The k-th checkpoint before the newest (k >= 1).
 fs::path Previous(const fs::path& root, int k) {
@@ -202,7 +200,7 @@ absl::Status WriteDurably(const std::string& path,
     fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
   if (fd < 0) return WriteError("create", path, errno);
-  const size_t block_bytes = std::min(size, kWriteBlockBytes);
+  const size_t block_bytes = std::min(size, kBlockBytes);
   AlignedBlock blocks[2] = {AllocateAligned(block_bytes),
                             AllocateAligned(block_bytes)};
   absl::Status status = blocks[0] != nullptr && blocks[1] != nullptr
@@ -219,7 +217,7 @@ absl::Status WriteDurably(const std::string& path,
   size_t segment = 0;
   size_t within = 0;
   for (size_t offset = 0, k = 0; offset < size && status.ok(); ++k) {
-    const size_t length = std::min(kWriteBlockBytes, size - offset);
+    const size_t length = std::min(kBlockBytes, size - offset);
     char* block = blocks[k % 2].get();
     for (size_t filled = 0; filled < length && status.ok();) {
       while (within == segments[segment].size) {
@@ -315,6 +313,66 @@ bool IsSectionName(absl::string_view name) {
   });
 }
 
+// Reads [offset, offset + length) of `path` block by block into where(k)
+// (block k's bytes, at most kBlockBytes) and hands each block to
+// use(): block k + 1 is read, on another thread, while use() runs on
+// block k (so where() must not give the same memory to both).
+absl::Status ReadPipelined(
+    int fd, const fs::path& path, uint64_t offset, uint64_t length,
+    absl::FunctionRef<char*(size_t block)> where,
+    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use) {
+  const size_t blocks =
+      static_cast<size_t>((length + kBlockBytes - 1) / kBlockBytes);
+  auto size_of = [&](size_t k) {
+    return static_cast<size_t>(
+        std::min<uint64_t>(kBlockBytes, length - k * kBlockBytes));
+  };
+  auto read_block = [&, fd](size_t k, char* into) -> absl::Status {
+    const size_t size = size_of(k);
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = pread(fd, into + done, size - done,
+                              static_cast<off_t>(offset + k * kBlockBytes +
+                                                 done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Damaged(path, "cannot be read (short or unreadable)");
+      done += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  };
+  if (blocks == 0) return absl::OkStatus();
+  std::future<absl::Status> reading = std::async(
+      std::launch::async, [&, into = where(0)] { return read_block(0, into); });
+  for (size_t k = 0; k < blocks; ++k) {
+    absl::Status status = reading.get();
+    if (status.ok() && k + 1 < blocks) {
+      reading = std::async(std::launch::async, [&, k, into = where(k + 1)] {
+        return read_block(k + 1, into);
+      });
+    }
+    if (status.ok()) status = use(k, where(k), size_of(k));
+    if (!status.ok()) {
+      if (reading.valid()) reading.wait();
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An open file, closed when it goes.
+class OpenFile {
+ public:
+  explicit OpenFile(const fs::path& path) : fd_(open(path.c_str(), O_RDONLY)) {}
+  ~OpenFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  const int fd_;
+};
+
 // Reads a verified checkpoint's sections, checking each one's checksum.
 class FolderSections : public CheckpointSections {
  public:
@@ -355,20 +413,21 @@ class FolderSections : public CheckpointSections {
     auto it = sections_.find(name);
     if (it == sections_.end()) return Damaged(path, "missing from the index");
     const checkpoint::Section& section = *it->second;
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> block(std::min<uint64_t>(section.size(), kBlockBytes));
-    uint32_t crc = Crc32(0, nullptr, 0);
-    for (uint64_t offset = 0; offset < section.size();) {
-      const size_t length = static_cast<size_t>(
-          std::min<uint64_t>(kBlockBytes, section.size() - offset));
-      if (!in.read(block.data(), static_cast<std::streamsize>(length))) {
-        return Damaged(path, "cannot be read");
-      }
-      crc = Crc32(crc, block.data(), length);
-      absl::Status consumed = consume(block.data(), length);
-      if (!consumed.ok()) return consumed;
-      offset += length;
+    OpenFile file(path);
+    if (file.fd() < 0) return Damaged(path, "cannot be opened");
+    std::vector<char> blocks[2];
+    for (auto& block : blocks) {
+      block.resize(std::min<uint64_t>(section.size(), kBlockBytes));
     }
+    uint32_t crc = Crc32(0, nullptr, 0);
+    absl::Status status = ReadPipelined(
+        file.fd(), path, 0, section.size(),
+        [&](size_t k) { return blocks[k % 2].data(); },
+        [&](size_t, const char* data, size_t size) {
+          crc = Crc32(crc, data, size);
+          return consume(data, size);
+        });
+    if (!status.ok()) return status;
     if (crc != section.crc32()) {
       return Damaged(path, "checksum mismatch: the section is damaged");
     }
@@ -524,40 +583,45 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
                      const SectionsRestorer& restore_sections) {
   std::vector<uint64_t> restored;
   absl::Status status;
-  std::unique_ptr<std::ifstream> in;
+  std::unique_ptr<OpenFile> file;
+  uint64_t offset = 0;  // In the one values file of format 3.
+  std::vector<char> blocks[2];  // For values that are not on the host.
   for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
     const ParameterInfo& info = checkpoint.infos[i];
     // Format 3 holds the values one after the other in one file; older
     // ones, a file each.
     const bool one_file = checkpoint.index.format() >= kFormat;
-    const std::string path = one_file
-                                 ? (checkpoint.folder / kValuesName).string()
-                                 : ValuesFile(checkpoint.folder, info.id);
-    if (!one_file || in == nullptr) {
-      in = std::make_unique<std::ifstream>(path, std::ios::binary);
+    const fs::path path = one_file ? checkpoint.folder / kValuesName
+                                   : fs::path(ValuesFile(checkpoint.folder,
+                                                         info.id));
+    if (!one_file || file == nullptr) {
+      file = std::make_unique<OpenFile>(path);
+      offset = 0;
+    }
+    if (file->fd() < 0) {
+      status = Damaged(path, "cannot be opened");
+      break;
     }
     // The device is this daemon's, whatever it was when saved.
     status = store.Restore(info, [&](Tensor& values) {
       const bool on_host = values.device().is_cpu();
-      std::vector<char> block(
-          on_host ? 0 : std::min(values.byte_size(), kBlockBytes));
       char* base = static_cast<char*>(values.data());
-      uint32_t crc = Crc32(0, nullptr, 0);
-      for (size_t offset = 0; offset < values.byte_size();) {
-        const size_t length =
-            std::min(kBlockBytes, values.byte_size() - offset);
-        char* into = on_host ? base + offset : block.data();
-        if (!in->read(into, static_cast<std::streamsize>(length))) {
-          return Damaged(path, "cannot be read");
-        }
-        crc = Crc32(crc, into, length);
-        if (!on_host) {
-          absl::Status copied =
-              store.backend()->CopyFromHost(base + offset, into, length);
-          if (!copied.ok()) return copied;
-        }
-        offset += length;
+      if (!on_host) {
+        for (auto& block : blocks) block.resize(kBlockBytes);
       }
+      uint32_t crc = Crc32(0, nullptr, 0);
+      absl::Status read = ReadPipelined(
+          file->fd(), path, offset, values.byte_size(),
+          [&](size_t k) {
+            return on_host ? base + k * kBlockBytes : blocks[k % 2].data();
+          },
+          [&](size_t k, const char* data, size_t size) {
+            crc = Crc32(crc, data, size);
+            if (on_host) return absl::OkStatus();
+            return store.backend()->CopyFromHost(base + k * kBlockBytes,
+                                                 data, size);
+          });
+      if (!read.ok()) return read;
       if (checkpoint.index.format() != kFormatWithoutChecksums &&
           crc != checkpoint.index.values_crc32(static_cast<int>(i))) {
         return Damaged(path, absl::StrCat("checksum mismatch: the values of "
@@ -566,6 +630,7 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
       }
       return absl::OkStatus();
     });
+    offset += static_cast<uint64_t>(info.byte_size);
     if (status.ok()) restored.push_back(info.id);
   }
   if (status.ok() && restore_sections != nullptr) {
