@@ -108,17 +108,35 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   const absl::Time start = absl::Now();
   steps_.store(0, std::memory_order_relaxed);
   CheckpointContents contents;
+  const bool scheduled =
+      schedule_.interval > absl::ZeroDuration() || schedule_.every_steps > 0;
+  if (scheduled && !live) {
+    // The memory of the copy first, outside the locks: steps wait only
+    // for the copy itself.
+    absl::Status prepared = PrepareCopies(*parameters_, &recycled_values_);
+    if (prepared.ok())
+      prepared = optimizers_->PrepareSnapshot(&recycled_state_);
+    if (!prepared.ok()) {
+      absl::MutexLock lock(&mutex_);
+      last_save_error_ = prepared.ToString();
+      return prepared;
+    }
+  }
   absl::StatusOr<std::vector<OptimizerTable::Saved>> optimizers =
-      optimizers_->Snapshot([&]() -> absl::Status {
-        if (live) {
-          contents = LiveContents(*parameters_);
-          return absl::OkStatus();
-        }
-        absl::StatusOr<CheckpointContents> copied = CopyContents(*parameters_);
-        if (!copied.ok()) return copied.status();
-        contents = *std::move(copied);
-        return absl::OkStatus();
-      });
+      optimizers_->Snapshot(
+          [&]() -> absl::Status {
+            if (live) {
+              contents = LiveContents(*parameters_);
+              return absl::OkStatus();
+            }
+            absl::StatusOr<CheckpointContents> copied = CopyContents(
+                *parameters_, scheduled ? &recycled_values_ : nullptr);
+            if (!copied.ok()) return copied.status();
+            contents = *std::move(copied);
+            return absl::OkStatus();
+          },
+          std::move(recycled_state_));
+  recycled_state_.clear();
   SaveReport report;
   report.snapshot = absl::Now() - start;
   absl::StatusOr<SavedCheckpoint> saved = absl::UnknownError("not saved");
@@ -126,6 +144,7 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
     contents.reason = reason;
     contents.sections = OptimizerSections(*optimizers, optimizers_->next_id());
     saved = SaveCheckpoint(contents, schedule_.dir, schedule_.keep);
+    if (scheduled && !live) recycled_state_ = *std::move(optimizers);
   } else {
     saved = optimizers.status();
   }

@@ -7,14 +7,16 @@
 // steps (each one's lock held) and every parameter read-locked at once, for
 // as long as the copy into host memory takes; then the copy is written
 // while steps go on, so the step path never waits for the disk. The copy
-// costs host memory of the parameters and the optimizers' state, for as
-// long as the write takes. Thread-safe; saves are one at a time.
+// costs host memory of the parameters and the optimizers' state: for as
+// long as the write takes, or, when saves are scheduled, for good (it is
+// reused by the next save). Thread-safe; saves are one at a time.
 #ifndef DISTOPT_SERVER_DAEMON_CHECKPOINTER_H_
 #define DISTOPT_SERVER_DAEMON_CHECKPOINTER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +77,11 @@ class Checkpointer : public CheckpointControl {
   std::string restore_fell_back_ ABSL_GUARDED_BY(mutex_);
   std::string last_save_error_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // The last save's copies, kept when saves are scheduled: the next copy
+  // goes into them instead of into freshly allocated memory (whose first
+  // touch, on a virtual machine above all, costs more than the copy).
+  std::map<uint64_t, Tensor> recycled_values_ ABSL_GUARDED_BY(saving_);
+  std::vector<OptimizerTable::Saved> recycled_state_ ABSL_GUARDED_BY(saving_);
   // Steps since the last save began.
   std::atomic<int64_t> steps_{0};
   std::thread scheduler_;

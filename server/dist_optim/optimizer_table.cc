@@ -1,6 +1,7 @@
 #include "server/dist_optim/optimizer_table.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -217,7 +218,12 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Delete(uint64_t optimizer_id) {
 }
 
 absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
-    absl::FunctionRef<absl::Status()> while_stopped) const {
+    absl::FunctionRef<absl::Status()> while_stopped,
+    std::vector<Saved> recycled) const {
+  std::map<uint64_t, OptimizerStateDict> recycled_by_id;
+  for (Saved& one : recycled) {
+    recycled_by_id[one.info.id] = std::move(one.state_dict);
+  }
   std::vector<std::shared_ptr<Entry>> entries;
   {
     absl::MutexLock lock(&mutex_);
@@ -235,8 +241,8 @@ absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
     one.info = InfoLocked(*entry);
     one.applied.assign(entry->applied_order.begin(),
                        entry->applied_order.end());
-    absl::StatusOr<OptimizerStateDict> dict =
-        entry->optimizer->StateDict(entry->kind);
+    absl::StatusOr<OptimizerStateDict> dict = entry->optimizer->StateDict(
+        entry->kind, std::move(recycled_by_id[entry->id]));
     if (!dict.ok()) return dict.status();
     one.state_dict = *std::move(dict);
     saved.push_back(std::move(one));
@@ -244,6 +250,60 @@ absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
   absl::Status status = while_stopped();
   if (!status.ok()) return status;
   return saved;
+}
+
+absl::Status OptimizerTable::PrepareSnapshot(
+    std::vector<Saved>* recycled) const {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& item : optimizers_) entries.push_back(item.second);
+  }
+  std::map<uint64_t, OptimizerStateDict> old;
+  for (Saved& one : *recycled) old[one.info.id] = std::move(one.state_dict);
+  std::vector<Saved> prepared;
+  for (const auto& entry : entries) {
+    // What state the optimizer has now: names and shapes, by position.
+    std::vector<std::pair<int64_t, std::vector<std::pair<std::string, Shape>>>>
+        layout;
+    {
+      absl::MutexLock lock(&entry->mutex);
+      const FunctionalOptimizer& optimizer = *entry->optimizer;
+      for (size_t i = 0; i < optimizer.parameters().size(); ++i) {
+        std::vector<std::pair<std::string, Shape>> buffers;
+        for (const auto& [name, buffer] : optimizer.state(i).buffers) {
+          buffers.emplace_back(name, buffer.shape());
+        }
+        if (!buffers.empty()) layout.emplace_back(i, std::move(buffers));
+      }
+    }
+    Saved one;
+    one.info.id = entry->id;
+    OptimizerStateDict& from = old[entry->id];
+    for (const auto& [index, buffers] : layout) {
+      OptimizerStateDict::Entry& out = one.state_dict.state[index];
+      for (const auto& [name, shape] : buffers) {
+        Tensor* reuse = nullptr;
+        for (auto& [old_name, old_buffer] : from.state[index].buffers) {
+          if (old_name == name && old_buffer.shape() == shape) {
+            reuse = &old_buffer;
+          }
+        }
+        if (reuse != nullptr) {
+          out.buffers.emplace_back(name, *reuse);
+          continue;
+        }
+        absl::StatusOr<Tensor> tensor =
+            Tensor::AllocateHost(DType::kFloat32, shape);
+        if (!tensor.ok()) return tensor.status();
+        std::memset(tensor->data(), 0, tensor->byte_size());  // Touched now.
+        out.buffers.emplace_back(name, *std::move(tensor));
+      }
+    }
+    prepared.push_back(std::move(one));
+  }
+  *recycled = std::move(prepared);
+  return absl::OkStatus();
 }
 
 absl::Status OptimizerTable::Restore(std::vector<Saved> saved,

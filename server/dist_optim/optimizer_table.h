@@ -93,8 +93,16 @@ class OptimizerTable {
   // A consistent cut: copies every optimizer while none of them steps
   // (each one's lock is held, in id order), and runs `while_stopped` (the
   // copy of the parameters) before any step goes on.
+  // The state is copied into `recycled`'s tensors (an earlier snapshot)
+  // where they still fit.
   absl::StatusOr<std::vector<Saved>> Snapshot(
-      absl::FunctionRef<absl::Status()> while_stopped) const
+      absl::FunctionRef<absl::Status()> while_stopped,
+      std::vector<Saved> recycled = {}) const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Makes `recycled` hold host tensors, their pages touched, for every
+  // state buffer of every optimizer, for Snapshot to copy into: done
+  // outside the optimizers' locks, except for a moment each to read what
+  // state it has.
+  absl::Status PrepareSnapshot(std::vector<Saved>* recycled) const
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Makes the saved optimizers again under their ids, over the store's
   // parameters, and gives out no id below `next_id`; for a table with no

@@ -256,7 +256,7 @@ void FunctionalOptimizer::UpdateOnCpu(size_t index, Tensor& param,
 }
 
 absl::StatusOr<OptimizerStateDict> FunctionalOptimizer::StateDict(
-    const std::string& kind_name) const {
+    const std::string& kind_name, OptimizerStateDict recycled) const {
   OptimizerStateDict dict;
   dict.kind = kind_name;
   OptimizerStateDict::ParamGroup group;
@@ -268,7 +268,26 @@ absl::StatusOr<OptimizerStateDict> FunctionalOptimizer::StateDict(
     if (state.step == 0 && state.buffers.empty()) continue;
     OptimizerStateDict::Entry entry;
     if (kind_->has_step_state()) entry.step = state.step;
+    auto old = recycled.state.find(static_cast<int64_t>(i));
     for (const auto& [name, buffer] : state.buffers) {
+      Tensor* reuse = nullptr;
+      if (old != recycled.state.end()) {
+        for (auto& [old_name, old_buffer] : old->second.buffers) {
+          if (old_name == name && old_buffer.owns_storage() &&
+              old_buffer.device().is_cpu() &&
+              old_buffer.dtype() == buffer.dtype() &&
+              old_buffer.shape() == buffer.shape()) {
+            reuse = &old_buffer;
+          }
+        }
+      }
+      if (reuse != nullptr) {
+        absl::Status copied = backend_->CopyToHost(reuse->data(), buffer.data(),
+                                                   buffer.byte_size());
+        if (!copied.ok()) return copied;
+        entry.buffers.emplace_back(name, *reuse);
+        continue;
+      }
       absl::StatusOr<Tensor> copy = buffer.CloneTo(CpuBackend());
       if (!copy.ok()) return copy.status();
       entry.buffers.emplace_back(name, *std::move(copy));

@@ -87,9 +87,11 @@ class FunctionalOptimizer {
   absl::Status SetHyperparameters(
       const absl::flat_hash_map<std::string, HyperValue>& changes);
 
-  // A deep copy of the state, named `kind_name` (the registry's name).
+  // A deep copy of the state, named `kind_name` (the registry's name). The
+  // host tensors of `recycled` (an earlier copy) are copied into where
+  // their names and shapes still fit, rather than new ones allocated.
   absl::StatusOr<OptimizerStateDict> StateDict(
-      const std::string& kind_name) const;
+      const std::string& kind_name, OptimizerStateDict recycled = {}) const;
   // Replaces hyperparameters and state. INVALID_ARGUMENT naming the field
   // when the kind, the number of groups or parameters, a position, a buffer
   // name or shape does not fit; the old state then stays.

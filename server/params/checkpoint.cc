@@ -330,9 +330,9 @@ absl::Status ReadPipelined(
   auto read_block = [&, fd](size_t k, char* into) -> absl::Status {
     const size_t size = size_of(k);
     for (size_t done = 0; done < size;) {
-      const ssize_t n = pread(fd, into + done, size - done,
-                              static_cast<off_t>(offset + k * kBlockBytes +
-                                                 done));
+      const ssize_t n =
+          pread(fd, into + done, size - done,
+                static_cast<off_t>(offset + k * kBlockBytes + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return Damaged(path, "cannot be read (short or unreadable)");
       done += static_cast<size_t>(n);
@@ -584,16 +584,16 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
   std::vector<uint64_t> restored;
   absl::Status status;
   std::unique_ptr<OpenFile> file;
-  uint64_t offset = 0;  // In the one values file of format 3.
+  uint64_t offset = 0;          // In the one values file of format 3.
   std::vector<char> blocks[2];  // For values that are not on the host.
   for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
     const ParameterInfo& info = checkpoint.infos[i];
     // Format 3 holds the values one after the other in one file; older
     // ones, a file each.
     const bool one_file = checkpoint.index.format() >= kFormat;
-    const fs::path path = one_file ? checkpoint.folder / kValuesName
-                                   : fs::path(ValuesFile(checkpoint.folder,
-                                                         info.id));
+    const fs::path path =
+        one_file ? checkpoint.folder / kValuesName
+                 : fs::path(ValuesFile(checkpoint.folder, info.id));
     if (!one_file || file == nullptr) {
       file = std::make_unique<OpenFile>(path);
       offset = 0;
@@ -618,8 +618,8 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
           [&](size_t k, const char* data, size_t size) {
             crc = Crc32(crc, data, size);
             if (on_host) return absl::OkStatus();
-            return store.backend()->CopyFromHost(base + k * kBlockBytes,
-                                                 data, size);
+            return store.backend()->CopyFromHost(base + k * kBlockBytes, data,
+                                                 size);
           });
       if (!read.ok()) return read;
       if (checkpoint.index.format() != kFormatWithoutChecksums &&
@@ -666,7 +666,28 @@ CheckpointContents LiveContents(const ParameterStore& store) {
   return contents;
 }
 
-absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
+absl::Status PrepareCopies(const ParameterStore& store,
+                           std::map<uint64_t, Tensor>* recycled) {
+  std::map<uint64_t, Tensor> prepared;
+  for (const ParameterInfo& info :
+       store.List("", 0, std::numeric_limits<size_t>::max()).parameters) {
+    auto old = recycled->find(info.id);
+    if (old != recycled->end() && old->second.dtype() == info.dtype &&
+        old->second.shape() == info.shape) {
+      prepared[info.id] = old->second;
+      continue;
+    }
+    absl::StatusOr<Tensor> copy = Tensor::AllocateHost(info.dtype, info.shape);
+    if (!copy.ok()) return copy.status();
+    std::memset(copy->data(), 0, copy->byte_size());  // Touched now.
+    prepared[info.id] = *std::move(copy);
+  }
+  *recycled = std::move(prepared);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointContents> CopyContents(
+    const ParameterStore& store, std::map<uint64_t, Tensor>* recycled) {
   CheckpointContents contents;
   contents.next_parameter_id = store.next_id();
   std::vector<ParameterInfo> infos;
@@ -682,13 +703,27 @@ absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
   // All at once (in id order, like every multi-parameter lock): a step
   // that updates several parameters is in the copy whole or not at all.
   SharedParameterLocks locks(parameters);
+  std::map<uint64_t, Tensor> kept;  // The copies, for `recycled`.
   for (size_t i = 0; i < parameters.size(); ++i) {
     const Parameter& parameter = *parameters[i];
     parameter.mutex().AssertReaderHeld();
     if (parameter.deleted_locked()) continue;
-    absl::StatusOr<Tensor> copy =
-        parameter.values_shared_locked().CloneTo(CpuBackend());
+    const Tensor& values = parameter.values_shared_locked();
+    absl::StatusOr<Tensor> copy = absl::UnknownError("not copied");
+    auto old = recycled != nullptr ? recycled->find(parameter.id())
+                                   : std::map<uint64_t, Tensor>::iterator();
+    if (recycled != nullptr && old != recycled->end() &&
+        old->second.dtype() == values.dtype() &&
+        old->second.shape() == values.shape()) {
+      absl::Status copied = store.backend()->CopyToHost(
+          old->second.data(), values.data(), values.byte_size());
+      if (!copied.ok()) return copied;
+      copy = old->second;
+    } else {
+      copy = values.CloneTo(CpuBackend());
+    }
     if (!copy.ok()) return copy.status();
+    if (recycled != nullptr) kept[parameter.id()] = *copy;
     ParameterInfo info = infos[i];
     info.version = parameter.version_locked();
     contents.parameters.push_back(
@@ -699,6 +734,7 @@ absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store) {
            return absl::OkStatus();
          }});
   }
+  if (recycled != nullptr) *recycled = std::move(kept);
   return contents;
 }
 

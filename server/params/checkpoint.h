@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,10 +61,22 @@ struct CheckpointContents {
 // parameter that changes mid-save makes the save ABORTED).
 CheckpointContents LiveContents(const ParameterStore& store);
 
-// A copy of every parameter, each consistent in itself: what a save taken
-// while the daemon serves writes, after the copy is made under the locks.
-// RESOURCE_EXHAUSTED when the copy does not fit in host memory.
-absl::StatusOr<CheckpointContents> CopyContents(const ParameterStore& store);
+// A copy of every parameter, taken with all their locks held (a step that
+// updates several is in it whole or not at all): what a save taken while
+// the daemon serves writes. With `recycled` (host copies by parameter id,
+// kept from an earlier copy) the values are copied into those that still
+// fit, and it is left holding this copy's. RESOURCE_EXHAUSTED when the
+// copy does not fit in host memory.
+absl::StatusOr<CheckpointContents> CopyContents(
+    const ParameterStore& store,
+    std::map<uint64_t, Tensor>* recycled = nullptr);
+
+// Makes `recycled` hold a host tensor, its pages touched, for every
+// parameter of `store` (and none for parameters that are gone): done
+// before CopyContents and outside any lock, so that the copy made under the
+// locks only copies.
+absl::Status PrepareCopies(const ParameterStore& store,
+                           std::map<uint64_t, Tensor>* recycled);
 
 struct SavedCheckpoint {
   size_t parameters = 0;
