@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,14 @@ v1::ListCheckpointsResponse ListSaved(Client& client,
 // same bits on any daemon.
 class Trainer {
  public:
-  Trainer(Client& client, std::string address)
-      : client_(client), address_(std::move(address)) {}
+  Trainer(Client& client, std::string address, Shape weight_shape = {3, 4})
+      : client_(client),
+        address_(std::move(address)),
+        weight_shape_(std::move(weight_shape)) {}
 
   void Create() {
-    auto weight = client_.CreateParameterFrom(address_, "weight",
-                                              Ramp({3, 4}, -0.5f, 0.1f));
+    auto weight = client_.CreateParameterFrom(
+        address_, "weight", Ramp(weight_shape_, -0.5f, 1e-4f));
     auto bias = client_.CreateParameterFrom(address_, "bias", Ramp({5}));
     ASSERT_TRUE(weight.ok() && bias.ok());
     parameters_ = {*weight, *bias};
@@ -94,7 +97,7 @@ class Trainer {
     const float scale = 0.25f * static_cast<float>(n);
     absl::Status pushed = client_.AccumulateGradients(
         address_, context_id,
-        {{parameters_[0].id, Ramp({3, 4}, scale, -0.05f)},
+        {{parameters_[0].id, Ramp(weight_shape_, scale, -1e-4f)},
          {parameters_[1].id, Ramp({5}, -scale, 0.3f)}});
     EXPECT_TRUE(pushed.ok()) << pushed;
     absl::StatusOr<v1::StepResponse> stepped =
@@ -136,6 +139,7 @@ class Trainer {
  private:
   Client& client_;
   const std::string address_;
+  const Shape weight_shape_;
   std::vector<RemoteParameter> parameters_;
   uint64_t optimizer_id_ = 0;
 };
@@ -373,6 +377,82 @@ TEST_F(FullDiskTest, ASaveThatDoesNotFitFailsAndKeepsThePrevious) {
   EXPECT_TRUE(fits.ok()) << fits.error_message();
   EXPECT_EQ(ListSaved(client, worker->address()).last_save_error(), "");
   EXPECT_TRUE(worker->Stop().ok());
+}
+
+// Seeded chaos: a daemon saving after every step (so that most kills land
+// in the middle of a save) is SIGKILLed 20 times at random moments and
+// restarted from its folder each time. Every restart restores exactly the
+// state of some step the run went through (never a torn mix), never an
+// older one than the previous restart had, and the run ends bit for bit
+// where an uninterrupted one does.
+TEST(DurableStateTest, SurvivesTwentyKillsAtRandomMoments) {
+  const Shape weight = {512, 512};
+  constexpr int kSteps = 45;
+  // The uninterrupted run: the state after every step.
+  std::vector<Trainer::State> reference;
+  {
+    std::unique_ptr<LocalWorker> worker = StartWorkerOrDie();
+    ASSERT_NE(worker, nullptr);
+    Client client;
+    Trainer trainer(client, worker->address(), weight);
+    ASSERT_NO_FATAL_FAILURE(trainer.Create());
+    reference.push_back(trainer.Record());
+    for (int n = 1; n <= kSteps; ++n) {
+      ASSERT_TRUE(trainer.Step(n, client.NewContextId()));
+      reference.push_back(trainer.Record());
+    }
+  }
+
+  const std::string dir = FreshDir("chaos");
+  const std::vector<std::string> flags = {"--checkpoint_dir=" + dir,
+                                          "--checkpoint_every_steps=1",
+                                          "--checkpoint_keep=2"};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  auto client = std::make_unique<Client>();
+  auto trainer = std::make_unique<Trainer>(*client, worker->address(), weight);
+  ASSERT_NO_FATAL_FAILURE(trainer->Create());
+  v1::CheckpointInfo saved;
+  ASSERT_TRUE(SaveNow(*client, worker->address(), &saved).ok());
+  const std::vector<RemoteParameter> parameters = trainer->parameters();
+  const uint64_t optimizer_id = trainer->optimizer_id();
+
+  std::mt19937 random(20261130);
+  int step = 0;
+  int restored_at_least = 0;
+  int mid_save = 0;
+  for (int kill = 0; kill < 20; ++kill) {
+    const int steps = std::uniform_int_distribution<int>(1, 3)(random);
+    for (int s = 0; s < steps && step < kSteps - 5; ++s) {
+      ASSERT_TRUE(trainer->Step(++step, client->NewContextId()));
+    }
+    absl::SleepFor(absl::Microseconds(
+        std::uniform_int_distribution<int>(0, 5000)(random)));
+    if (fs::exists(fs::path(dir) / "parameters.new")) ++mid_save;
+    worker->Signal(SIGKILL);
+    ASSERT_TRUE(worker->Wait(absl::Seconds(30)).ok());
+    trainer.reset();
+    client.reset();
+    worker = StartWorkerOrDie(flags);
+    ASSERT_NE(worker, nullptr) << "kill " << kill;
+    client = std::make_unique<Client>();
+    trainer = std::make_unique<Trainer>(*client, worker->address(), weight);
+    trainer->Attach(parameters, optimizer_id);
+    const Trainer::State restored = trainer->Record();
+    SCOPED_TRACE(absl::StrCat("kill ", kill, " after step ", step,
+                              ", restored step ", restored.steps));
+    ASSERT_GE(restored.steps, restored_at_least);
+    ASSERT_LE(restored.steps, step);
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectSameState(reference[restored.steps], restored));
+    restored_at_least = static_cast<int>(restored.steps);
+    step = static_cast<int>(restored.steps);
+  }
+  while (step < kSteps) {
+    ASSERT_TRUE(trainer->Step(++step, client->NewContextId()));
+  }
+  ExpectSameState(reference[kSteps], trainer->Record());
+  std::printf("kills while a save was being written: %d of 20\n", mid_save);
 }
 
 TEST(DurableStateTest, WithoutACheckpointDirSaveIsRefused) {
