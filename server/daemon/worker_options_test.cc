@@ -27,6 +27,22 @@ TEST(WorkerOptionsTest, EachBadFlagIsNamed) {
       {[](WorkerOptions& o) { o.listen = "localhost"; }, "--listen=localhost"},
       {[](WorkerOptions& o) { o.listen = "h:70000"; }, "port from 0 to 65535"},
       {[](WorkerOptions& o) { o.world_size = 0; }, "--world_size=0"},
+      {[](WorkerOptions& o) { o.checkpoint_keep = -1; },
+       "--checkpoint_keep=-1"},
+      {[](WorkerOptions& o) {
+         o.checkpoint_dir = "/tmp/c";
+         o.checkpoint_every_steps = -2;
+       },
+       "--checkpoint_every_steps=-2"},
+      {[](WorkerOptions& o) {
+         o.checkpoint_dir = "/tmp/c";
+         o.checkpoint_interval = absl::Seconds(-1);
+       },
+       "--checkpoint_interval=-1s"},
+      {[](WorkerOptions& o) { o.checkpoint_every_steps = 10; },
+       "need --checkpoint_dir"},
+      {[](WorkerOptions& o) { o.checkpoint_interval = absl::Minutes(5); },
+       "need --checkpoint_dir"},
       {[](WorkerOptions& o) { o.rank = 1; }, "--rank=1: expected 0 to 0"},
       {[](WorkerOptions& o) {
          o.world_size = 3;
