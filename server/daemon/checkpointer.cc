@@ -5,16 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/dist_optim/optimizers_checkpoint.h"
+#include "server/zero/zero_checkpoint.h"
 
 namespace distopt {
 
 Checkpointer::Checkpointer(CheckpointSchedule schedule,
                            ParameterStore* parameters,
-                           OptimizerTable* optimizers,
+                           OptimizerTable* optimizers, ZeroRunner* zero,
                            std::function<absl::Status()> damage)
     : schedule_(std::move(schedule)),
       parameters_(parameters),
       optimizers_(optimizers),
+      zero_(zero),
       damage_(std::move(damage)) {}
 
 Checkpointer::~Checkpointer() { Stop(); }
@@ -22,7 +24,15 @@ Checkpointer::~Checkpointer() { Stop(); }
 absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
   absl::StatusOr<RestoredCheckpoint> restored = LoadCheckpoint(
       *parameters_, schedule_.dir, [this](const CheckpointSections& sections) {
-        return RestoreOptimizers(sections, *optimizers_);
+        // Everything read (and checked) first: the table's restore is all
+        // or nothing, and the ZeRO state only waits for CreateZero.
+        absl::StatusOr<std::optional<ZeroCheckpoint>> zero =
+            ReadZeroCheckpoint(sections);
+        if (!zero.ok()) return zero.status();
+        absl::Status status = RestoreOptimizers(sections, *optimizers_);
+        if (!status.ok()) return status;
+        if (zero->has_value()) zero_->SetRestored(**std::move(zero));
+        return absl::OkStatus();
       });
   if (restored.ok()) {
     absl::MutexLock lock(&mutex_);
@@ -37,8 +47,9 @@ void Checkpointer::Start() {
   if (!by_time && !by_steps) return;
   if (by_steps) {
     // Counting is all the step path does; the scheduler wakes on the count.
-    optimizers_->SetStepObserver(
-        [this] { steps_.fetch_add(1, std::memory_order_relaxed); });
+    auto count = [this] { steps_.fetch_add(1, std::memory_order_relaxed); };
+    optimizers_->SetStepObserver(count);
+    zero_->SetStepObserver(count);
   }
   scheduler_ = std::thread([this] { RunSchedule(); });
 }
@@ -122,17 +133,26 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
       return prepared;
     }
   }
+  // The cut: the table's optimizers, then the ZeRO optimizer, then the
+  // parameters (the order their steps take the locks in).
+  std::optional<ZeroCheckpoint> zero;
   absl::StatusOr<std::vector<OptimizerTable::Saved>> optimizers =
       optimizers_->Snapshot(
           [&]() -> absl::Status {
-            if (live) {
-              contents = LiveContents(*parameters_);
-              return absl::OkStatus();
-            }
-            absl::StatusOr<CheckpointContents> copied = CopyContents(
-                *parameters_, scheduled ? &recycled_values_ : nullptr);
-            if (!copied.ok()) return copied.status();
-            contents = *std::move(copied);
+            absl::StatusOr<std::optional<ZeroCheckpoint>> zero_copy =
+                zero_->Snapshot([&]() -> absl::Status {
+                  if (live) {
+                    contents = LiveContents(*parameters_);
+                    return absl::OkStatus();
+                  }
+                  absl::StatusOr<CheckpointContents> copied = CopyContents(
+                      *parameters_, scheduled ? &recycled_values_ : nullptr);
+                  if (!copied.ok()) return copied.status();
+                  contents = *std::move(copied);
+                  return absl::OkStatus();
+                });
+            if (!zero_copy.ok()) return zero_copy.status();
+            zero = *std::move(zero_copy);
             return absl::OkStatus();
           },
           std::move(recycled_state_));
@@ -143,6 +163,11 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   if (optimizers.ok()) {
     contents.reason = reason;
     contents.sections = OptimizerSections(*optimizers, optimizers_->next_id());
+    if (zero.has_value()) {
+      for (CheckpointSection& section : ZeroSections(*zero)) {
+        contents.sections.push_back(std::move(section));
+      }
+    }
     saved = SaveCheckpoint(contents, schedule_.dir, schedule_.keep);
     if (scheduled && !live) recycled_state_ = *std::move(optimizers);
   } else {

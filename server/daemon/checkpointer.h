@@ -3,8 +3,11 @@
 // --checkpoint_interval and every --checkpoint_every_steps optimizer steps
 // (on its own thread), and on demand (CheckpointService.Save).
 //
-// A save is a consistent cut: every optimizer of the table stopped between
-// steps (each one's lock held) and every parameter read-locked at once, for
+// What is saved: the parameters, the optimizer table's optimizers, and
+// this rank's ZeRO optimizer (its shard; see ZeroRunner::SetRestored for
+// the resume). A save is a consistent cut: every optimizer of the table and
+// the ZeRO optimizer stopped between steps (their locks held, in that
+// order) and every parameter read-locked at once, for
 // as long as the copy into host memory takes; then the copy is written
 // while steps go on, so the step path never waits for the disk. The copy
 // costs host memory of the parameters and the optimizers' state: for as
@@ -29,6 +32,7 @@
 #include "server/params/checkpoint.h"
 #include "server/params/checkpoint_control.h"
 #include "server/params/parameter_store.h"
+#include "server/zero/zero_runner.h"
 
 namespace distopt {
 
@@ -44,7 +48,7 @@ class Checkpointer : public CheckpointControl {
   // `damage` says why the model must not be saved now (a data-parallel
   // step failed half-way), or OK. The pointers must outlive this.
   Checkpointer(CheckpointSchedule schedule, ParameterStore* parameters,
-               OptimizerTable* optimizers,
+               OptimizerTable* optimizers, ZeroRunner* zero,
                std::function<absl::Status()> damage);
   ~Checkpointer() override;
 
@@ -70,6 +74,7 @@ class Checkpointer : public CheckpointControl {
   const CheckpointSchedule schedule_;
   ParameterStore* const parameters_;
   OptimizerTable* const optimizers_;
+  ZeroRunner* const zero_;
   const std::function<absl::Status()> damage_;
 
   absl::Mutex saving_;  // One save at a time.

@@ -13,19 +13,6 @@ namespace {
 constexpr char kHeader[] = "optimizers.binpb";
 constexpr char kValues[] = "optimizers.bin";
 
-// A section holding `bytes`.
-CheckpointSection BytesSection(const std::string& name, std::string bytes) {
-  auto shared = std::make_shared<const std::string>(std::move(bytes));
-  CheckpointSection section;
-  section.name = name;
-  section.size = shared->size();
-  section.read = [shared](size_t offset, size_t length, char* out) {
-    shared->copy(out, length, offset);
-    return absl::OkStatus();
-  };
-  return section;
-}
-
 }  // namespace
 
 std::vector<CheckpointSection> OptimizerSections(

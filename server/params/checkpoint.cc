@@ -649,6 +649,18 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
 
 }  // namespace
 
+CheckpointSection BytesSection(const std::string& name, std::string bytes) {
+  auto shared = std::make_shared<const std::string>(std::move(bytes));
+  CheckpointSection section;
+  section.name = name;
+  section.size = shared->size();
+  section.read = [shared](size_t offset, size_t length, char* out) {
+    shared->copy(out, length, offset);
+    return absl::OkStatus();
+  };
+  return section;
+}
+
 CheckpointContents LiveContents(const ParameterStore& store) {
   CheckpointContents contents;
   contents.next_parameter_id = store.next_id();

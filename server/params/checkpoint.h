@@ -47,6 +47,9 @@ struct CheckpointSection {
   ByteReader read;
 };
 
+// A section holding `bytes` (a header, say).
+CheckpointSection BytesSection(const std::string& name, std::string bytes);
+
 // What one checkpoint holds.
 struct CheckpointContents {
   uint64_t next_parameter_id = 1;

@@ -101,6 +101,9 @@ class ZeroOptimizer {
   // return nullopt.
   absl::StatusOr<std::optional<OptimizerStateDict>> ConsolidateStateDict(
       int to);
+  // This rank's shard of the state, at global positions (what
+  // ConsolidateStateDict gathers from it): for its checkpoint.
+  absl::StatusOr<OptimizerStateDict> ShardStateDict() const;
   // Collective: every rank passes the same unsharded state dict (from any
   // world size) and keeps its partition's share. All or nothing across
   // ranks: when any rank refuses it, none changes, and every rank returns

@@ -6,7 +6,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
 
 namespace distopt {
@@ -83,16 +85,19 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
       FindNamedGroups(*resources_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
-  absl::Status ran =
-      RunLockedCollective(**membership, spec.timeout, *groups,
-                          [&](CommunicatorGroup& communicators, bool*) {
-                            optimizer = ZeroOptimizer::Create(
-                                &communicators.global(), *kind, spec.kind,
-                                ToParamGroups(spec.groups, *groups),
-                                spec.options, &resources_.parameters->budget());
-                            return optimizer.status();
-                          });
+  absl::Status ran = RunLockedCollective(
+      **membership, spec.timeout, *groups,
+      [&](CommunicatorGroup& communicators, bool*) {
+        optimizer = ZeroOptimizer::Create(
+            &communicators.global(), *kind, spec.kind,
+            ToParamGroups(spec.groups, *groups), spec.options,
+            &resources_.parameters->budget());
+        if (!optimizer.ok()) return optimizer.status();
+        return ResumeLocked(communicators.global(), spec, **optimizer);
+      });
   if (!ran.ok()) return ran;
+  if (restored_.has_value()) steps_ = restored_->steps;
+  restored_.reset();
   spec_ = spec;
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
@@ -134,6 +139,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   consolidated_.reset();  // Stale once the state moves on.
   ++steps_;
   PublishLocked();
+  if (step_observer_ != nullptr) step_observer_();
   return absl::OkStatus();
 }
 
@@ -192,6 +198,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
       });
   if (!status.ok()) return status;
   groups_.push_back((*found)[0]);
+  spec_.groups.push_back(group);  // What a checkpoint's spec holds.
   consolidated_.reset();
   PublishLocked();
   return StatusLocked();
@@ -320,6 +327,107 @@ absl::Status ZeroRunner::LoadStateDict(
   consolidated_.reset();
   PublishLocked();
   return absl::OkStatus();
+}
+
+namespace {
+
+// Why `restored` is not the optimizer `spec` makes on `rank` of
+// `world_size`, or OK.
+absl::Status CheckSameOptimizer(const ZeroCheckpoint& restored,
+                                const ZeroSpec& spec, int rank,
+                                int world_size) {
+  auto names = [](const ZeroSpec& s) {
+    std::vector<std::string> groups;
+    for (const NamedGroupSpec& group : s.groups) {
+      groups.push_back(
+          absl::StrCat("[", absl::StrJoin(group.parameter_names, ", "), "]"));
+    }
+    return absl::StrJoin(groups, " ");
+  };
+  const ZeroOptions& a = restored.spec.options;
+  const ZeroOptions& b = spec.options;
+  if (restored.spec.kind != spec.kind || names(restored.spec) != names(spec) ||
+      a.parameters_as_bucket_view != b.parameters_as_bucket_view ||
+      a.overlap != b.overlap || a.gradient_sharded != b.gradient_sharded ||
+      restored.rank != rank || restored.world_size != world_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "zero: the checkpoint holds rank ", restored.rank, " of ",
+        restored.world_size, "'s ZeRO optimizer (", restored.spec.kind,
+        " over ", names(restored.spec),
+        ", gradient_sharded=", a.gradient_sharded, ", overlap=", a.overlap,
+        ", parameters_as_bucket_view=", a.parameters_as_bucket_view,
+        "); expected CreateZero to make the same one on the same rank "
+        "(every group, the added ones too), or a daemon started on an empty "
+        "--checkpoint_dir"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ZeroRunner::ResumeLocked(Communicator& communicator,
+                                      const ZeroSpec& spec,
+                                      ZeroOptimizer& optimizer) {
+  absl::Status same =
+      restored_.has_value()
+          ? CheckSameOptimizer(*restored_, spec, communicator.rank(),
+                               communicator.size())
+          : absl::OkStatus();
+  absl::Status agreed = AgreeOnEveryRank(
+      communicator, same, "the ZeRO optimizer of the checkpoints",
+      "nothing was created");
+  if (!agreed.ok()) return agreed;
+  // Every rank's restored group step (0: none; else the step + 1).
+  std::vector<float> steps(4 * communicator.size());
+  absl::Status gathered = communicator.AllGather(
+      EncodeAsFloats(restored_.has_value() ? restored_->steps + 1 : 0),
+      absl::MakeSpan(steps));
+  if (!gathered.ok()) return gathered;
+  std::vector<std::string> each;
+  bool differ = false;
+  for (int r = 0; r < communicator.size(); ++r) {
+    const uint64_t step = DecodeFromFloats(&steps[4 * r]);
+    differ = differ || step != DecodeFromFloats(&steps[0]);
+    each.push_back(step == 0
+                       ? absl::StrCat("rank ", r, ": none")
+                       : absl::StrCat("rank ", r, ": group step ", step - 1));
+  }
+  if (differ) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "zero: the ranks restored different group steps from their "
+        "checkpoints (",
+        absl::StrJoin(each, ", "),
+        "); expected the same on every rank: restart every rank from a "
+        "checkpoint of the same step, or all from empty folders; nothing was "
+        "created"));
+  }
+  if (!restored_.has_value()) return absl::OkStatus();
+  // Each rank keeps its own share: the same partition, so its own shard.
+  return optimizer.LoadStateDict(restored_->shard);
+}
+
+absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
+    absl::FunctionRef<absl::Status()> while_stopped) const {
+  absl::MutexLock lock(&mutex_);
+  std::optional<ZeroCheckpoint> saved;
+  if (optimizer_ != nullptr) {
+    saved.emplace();
+    saved->spec = spec_;
+    saved->rank = resources_.rank();
+    saved->world_size = static_cast<int>(optimizer_->partition().load.size());
+    saved->steps = steps_;
+    absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
+    if (!shard.ok()) return shard.status();
+    saved->shard = *std::move(shard);
+  }
+  absl::Status status = while_stopped();
+  if (!status.ok()) return status;
+  return saved;
+}
+
+void ZeroRunner::SetRestored(ZeroCheckpoint restored) {
+  absl::MutexLock lock(&mutex_);
+  restored_ = std::move(restored);
 }
 
 absl::StatusOr<ZeroInfo> ZeroRunner::Get() const {

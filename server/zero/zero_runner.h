@@ -9,12 +9,14 @@
 #define DISTOPT_SERVER_ZERO_ZERO_RUNNER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/data_parallel/named_groups.h"
@@ -64,6 +66,16 @@ struct NamedStateDict {
   std::vector<std::string> parameter_names;
 };
 
+// A rank's ZeRO optimizer as its checkpoint holds it: this rank's shard of
+// the state only (a checkpoint's cost does not grow with the world size).
+struct ZeroCheckpoint {
+  ZeroSpec spec;  // With every group added since its creation.
+  int rank = 0;
+  int world_size = 0;
+  int64_t steps = 0;         // The group's.
+  OptimizerStateDict shard;  // At global positions.
+};
+
 class ZeroRunner {
  public:
   explicit ZeroRunner(const RankResources& resources) : resources_(resources) {}
@@ -90,6 +102,25 @@ class ZeroRunner {
   absl::Status LoadStateDict(const absl::StatusOr<NamedStateDict>& state_dict)
       ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<ZeroInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // For a checkpoint: copies this rank's optimizer while no step runs, and
+  // runs `while_stopped` (the copy of the parameters) before one can;
+  // nullopt when this daemon has no ZeRO optimizer.
+  absl::StatusOr<std::optional<ZeroCheckpoint>> Snapshot(
+      absl::FunctionRef<absl::Status()> while_stopped) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // What the daemon's checkpoint held: the next Create resumes it, on every
+  // rank at once. Create then checks, collectively, that it creates the
+  // same optimizer (kind, groups and their parameters, options, rank and
+  // world size) and that every rank restored the same group step
+  // (FAILED_PRECONDITION saying which step each rank has otherwise, and
+  // nothing is created); the shards are loaded and the step count goes on.
+  void SetRestored(ZeroCheckpoint restored) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Called after every step (periodic checkpoints count steps). Set it
+  // before the first step.
+  void SetStepObserver(std::function<void()> observer) {
+    step_observer_ = std::move(observer);
+  }
   // OK unless a step failed half-way and left the model torn (then no
   // checkpoint may save it as good).
   absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -100,6 +131,11 @@ class ZeroRunner {
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   ZeroInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Collective, in Create: loads the restored shard into `optimizer` if
+  // every rank agrees (see SetRestored).
+  absl::Status ResumeLocked(Communicator& communicator, const ZeroSpec& spec,
+                            ZeroOptimizer& optimizer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Refreshes what Get reports, here and, for the other ranks, in the
   // group's store.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -112,6 +148,8 @@ class ZeroRunner {
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
+  std::optional<ZeroCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
+  std::function<void()> step_observer_;
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
   // Read without mutex_, which a joined rank holds while it waits in the

@@ -10,6 +10,11 @@
 
 namespace distopt {
 
+absl::StatusOr<OptimizerStateDict> ZeroOptimizer::ShardStateDict() const {
+  return MergeStateDicts(OptimizersOf(steppers_), kind_name_, HeldPositions(),
+                         GlobalPositions(groups_));
+}
+
 absl::StatusOr<std::optional<OptimizerStateDict>>
 ZeroOptimizer::ConsolidateStateDict(int to) {
   const int size = communicator_->size();
@@ -19,9 +24,7 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
         absl::StrCat("to: ", to, "; expected a rank from 0 to ", size - 1));
   }
   // This rank's shard: the state of its parameters, at global positions.
-  absl::StatusOr<OptimizerStateDict> shard =
-      MergeStateDicts(OptimizersOf(steppers_), kind_name_, HeldPositions(),
-                      GlobalPositions(groups_));
+  absl::StatusOr<OptimizerStateDict> shard = ShardStateDict();
   if (!shard.ok()) return shard.status();
   v1::OptimizerStateDict proto;
   StateDictToProto(*shard, &proto);
