@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "server/comm/agreement.h"
+#include "server/data_parallel/restored_checkpoint.h"
 #include "server/data_parallel/locked_collective.h"
 
 namespace distopt {
@@ -373,34 +373,12 @@ absl::Status ZeroRunner::ResumeLocked(Communicator& communicator,
           ? CheckSameOptimizer(*restored_, spec, communicator.rank(),
                                communicator.size())
           : absl::OkStatus();
-  absl::Status agreed = AgreeOnEveryRank(
-      communicator, same, "the ZeRO optimizer of the checkpoints",
-      "nothing was created");
+  absl::Status agreed = AgreeOnRestoredState(
+      communicator, same,
+      restored_.has_value() ? std::optional<int64_t>(restored_->steps)
+                            : std::nullopt,
+      "zero");
   if (!agreed.ok()) return agreed;
-  // Every rank's restored group step (0: none; else the step + 1).
-  std::vector<float> steps(4 * communicator.size());
-  absl::Status gathered = communicator.AllGather(
-      EncodeAsFloats(restored_.has_value() ? restored_->steps + 1 : 0),
-      absl::MakeSpan(steps));
-  if (!gathered.ok()) return gathered;
-  std::vector<std::string> each;
-  bool differ = false;
-  for (int r = 0; r < communicator.size(); ++r) {
-    const uint64_t step = DecodeFromFloats(&steps[4 * r]);
-    differ = differ || step != DecodeFromFloats(&steps[0]);
-    each.push_back(step == 0
-                       ? absl::StrCat("rank ", r, ": none")
-                       : absl::StrCat("rank ", r, ": group step ", step - 1));
-  }
-  if (differ) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "zero: the ranks restored different group steps from their "
-        "checkpoints (",
-        absl::StrJoin(each, ", "),
-        "); expected the same on every rank: restart every rank from a "
-        "checkpoint of the same step, or all from empty folders; nothing was "
-        "created"));
-  }
   if (!restored_.has_value()) return absl::OkStatus();
   // Each rank keeps its own share: the same partition, so its own shard.
   return optimizer.LoadStateDict(restored_->shard);
