@@ -201,6 +201,44 @@ TEST_F(LocalSgdTest, AResumedRunContinuesLikeAnUninterruptedOne) {
   }
 }
 
+// With --checkpoint_dir the ranks' checkpoints hold the post-local SGD
+// optimizer: after both ranks are SIGKILLed and restarted on their
+// folders, CreatePostLocalSgd with the same specification resumes it (the
+// averager's step, so no second warm-up; the momentum state), and the run
+// ends where an uninterrupted one does.
+TEST_F(LocalSgdTest,
+       KilledRanksResumeFromTheirCheckpointsWithoutASecondWarmUp) {
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int step = 0; step < 7; ++step) StepEveryRank(step);
+  const std::vector<std::vector<Tensor>> uninterrupted = {ReadModel(0),
+                                                          ReadModel(1)};
+  StopRanks();
+
+  const std::string root =
+      std::string(std::getenv("TEST_TMPDIR")) + "/local_sgd_checkpoints";
+  extra_flags_ = {"--checkpoint_dir=" + root + "/rank{rank}"};
+  StartRanks(2);
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int step = 0; step < 3; ++step) StepEveryRank(step);
+  ASSERT_TRUE(SaveOnEveryRank());
+  StepEveryRank(3);  // Lost with the ranks.
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  EXPECT_EQ(infos[0].step(), 3);
+  EXPECT_EQ(infos[1].step(), 3);
+  EXPECT_EQ(infos[1].next_gradient_group_size(), 0);  // No second warm-up.
+  for (int step = 3; step < 7; ++step) StepEveryRank(step);
+  for (int r = 0; r < world_; ++r) {
+    std::vector<Tensor> resumed = ReadModel(r);
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      EXPECT_TRUE(testing::SameBytes(resumed[p], uninterrupted[r][p]))
+          << "rank " << r << " " << kModel[p].first;
+    }
+  }
+}
+
 TEST_F(LocalSgdTest, HierarchicalAveragingOnFourDaemons) {
   StopRanks();
   StartRanks(4);

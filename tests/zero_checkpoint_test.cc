@@ -12,7 +12,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
@@ -31,47 +30,6 @@ class ZeroCheckpointTest : public ZeroServiceTest {
   }
 
   fs::path Dir(int rank) const { return root_ / absl::StrCat("rank", rank); }
-
-  ::testing::AssertionResult SaveOnEveryRank() {
-    return OkOnEveryRank([&](int r) {
-      auto service =
-          v1::CheckpointService::NewStub(client_->Channel(addresses_[r]));
-      grpc::ClientContext context;
-      v1::CheckpointInfo saved;
-      return service->Save(&context, v1::SaveCheckpointRequest(), &saved);
-    });
-  }
-
-  // SIGKILLs every rank, then starts them again on their folders; the
-  // parameters are found by name.
-  void KillAndRestart() {
-    for (auto& rank : ranks_) rank->Signal(SIGKILL);
-    for (auto& rank : ranks_) ASSERT_TRUE(rank->Wait(absl::Seconds(30)).ok());
-    const int world = world_;
-    ranks_.clear();
-    addresses_.clear();
-    params_.clear();
-    client_ = std::make_unique<Client>();
-    for (int r = 0; r < world; ++r) {
-      ranks_.push_back(testing::StartRankOrDie(
-          {absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
-           "--rendezvous=" +
-               (r == 0 ? std::string("127.0.0.1:1") : ranks_[0]->address()),
-           "--group_timeout=60s", "--checkpoint_dir=" + Dir(r).string()}));
-      ASSERT_NE(ranks_[r], nullptr);
-      addresses_.push_back(ranks_[r]->address());
-    }
-    for (int r = 0; r < world; ++r) {
-      std::vector<RemoteParameter> params;
-      for (const auto& [name, shape] : kModel) {
-        absl::StatusOr<RemoteParameter> found =
-            client_->FindParameter(addresses_[r], name);
-        ASSERT_TRUE(found.ok()) << found.status();
-        params.push_back(*found);
-      }
-      params_.push_back(params);
-    }
-  }
 
   int64_t Steps(int rank) {
     v1::ZeroInfo info;

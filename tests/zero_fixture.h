@@ -8,6 +8,7 @@
 #define DISTOPT_TESTS_ZERO_FIXTURE_H_
 
 #include <algorithm>
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "proto/distopt/v1/zero.grpc.pb.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
@@ -148,16 +150,7 @@ class ZeroServiceTest : public ::testing::Test {
                          const std::vector<std::vector<Tensor>>& values) {
     world_ = world;
     for (int r = 0; r < world; ++r) {
-      std::vector<std::string> flags = {
-          absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
-          "--rendezvous=" +
-              (r == 0 ? std::string("127.0.0.1:1") : ranks_[0]->address()),
-          "--group_timeout=60s"};
-      for (const std::string& flag : extra_flags_) {
-        flags.push_back(
-            absl::StrReplaceAll(flag, {{"{rank}", absl::StrCat(r)}}));
-      }
-      ranks_.push_back(testing::StartRankOrDie(flags));
+      ranks_.push_back(testing::StartRankOrDie(RankFlags(r, world)));
       ASSERT_NE(ranks_[r], nullptr);
     }
     for (int r = 0; r < world; ++r) {
@@ -175,6 +168,58 @@ class ZeroServiceTest : public ::testing::Test {
   }
 
   int world() const { return world_; }
+
+  // Rank r's flags: joined through rank 0's store, and extra_flags_.
+  std::vector<std::string> RankFlags(int r, int world) const {
+    std::vector<std::string> flags = {
+        absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
+        "--rendezvous=" +
+            (r == 0 ? std::string("127.0.0.1:1") : ranks_[0]->address()),
+        "--group_timeout=60s"};
+    for (const std::string& flag : extra_flags_) {
+      flags.push_back(absl::StrReplaceAll(flag, {{"{rank}", absl::StrCat(r)}}));
+    }
+    return flags;
+  }
+
+  // CheckpointService.Save on every rank (of daemons started with
+  // --checkpoint_dir in extra_flags_).
+  ::testing::AssertionResult SaveOnEveryRank() {
+    return OkOnEveryRank([&](int r) {
+      auto service =
+          v1::CheckpointService::NewStub(client_->Channel(addresses_[r]));
+      grpc::ClientContext context;
+      v1::CheckpointInfo saved;
+      return service->Save(&context, v1::SaveCheckpointRequest(), &saved);
+    });
+  }
+
+  // SIGKILLs every rank, then starts them again with the same flags (on
+  // their checkpoint folders); the parameters are found by name.
+  void KillAndRestart() {
+    for (auto& rank : ranks_) rank->Signal(SIGKILL);
+    for (auto& rank : ranks_) ASSERT_TRUE(rank->Wait(absl::Seconds(30)).ok());
+    const int world = world_;
+    ranks_.clear();
+    addresses_.clear();
+    params_.clear();
+    client_ = std::make_unique<Client>();
+    for (int r = 0; r < world; ++r) {
+      ranks_.push_back(testing::StartRankOrDie(RankFlags(r, world)));
+      ASSERT_NE(ranks_[r], nullptr);
+      addresses_.push_back(ranks_[r]->address());
+    }
+    for (int r = 0; r < world; ++r) {
+      std::vector<RemoteParameter> params;
+      for (const auto& [name, shape] : kModel) {
+        absl::StatusOr<RemoteParameter> found =
+            client_->FindParameter(addresses_[r], name);
+        ASSERT_TRUE(found.ok()) << found.status();
+        params.push_back(*found);
+      }
+      params_.push_back(params);
+    }
+  }
 
   // Stops every daemon (as for a restart at another world size).
   void StopRanks() {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/dist_optim/optimizers_checkpoint.h"
+#include "server/localsgd/local_sgd_checkpoint.h"
 #include "server/zero/zero_checkpoint.h"
 
 namespace distopt {
@@ -12,11 +13,13 @@ namespace distopt {
 Checkpointer::Checkpointer(CheckpointSchedule schedule,
                            ParameterStore* parameters,
                            OptimizerTable* optimizers, ZeroRunner* zero,
+                           LocalSgdRunner* local_sgd,
                            std::function<absl::Status()> damage)
     : schedule_(std::move(schedule)),
       parameters_(parameters),
       optimizers_(optimizers),
       zero_(zero),
+      local_sgd_(local_sgd),
       damage_(std::move(damage)) {}
 
 Checkpointer::~Checkpointer() { Stop(); }
@@ -29,9 +32,15 @@ absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
         absl::StatusOr<std::optional<ZeroCheckpoint>> zero =
             ReadZeroCheckpoint(sections);
         if (!zero.ok()) return zero.status();
+        absl::StatusOr<std::optional<LocalSgdCheckpoint>> local_sgd =
+            ReadLocalSgdCheckpoint(sections);
+        if (!local_sgd.ok()) return local_sgd.status();
         absl::Status status = RestoreOptimizers(sections, *optimizers_);
         if (!status.ok()) return status;
         if (zero->has_value()) zero_->SetRestored(**std::move(zero));
+        if (local_sgd->has_value()) {
+          local_sgd_->SetRestored(**std::move(local_sgd));
+        }
         return absl::OkStatus();
       });
   if (restored.ok()) {
@@ -50,6 +59,7 @@ void Checkpointer::Start() {
     auto count = [this] { steps_.fetch_add(1, std::memory_order_relaxed); };
     optimizers_->SetStepObserver(count);
     zero_->SetStepObserver(count);
+    local_sgd_->SetStepObserver(count);
   }
   scheduler_ = std::thread([this] { RunSchedule(); });
 }
@@ -134,28 +144,37 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
     }
   }
   // The cut: the table's optimizers, then the ZeRO optimizer, then the
-  // parameters (the order their steps take the locks in).
+  // post-local SGD one, then the parameters (the order their steps take
+  // the locks in).
+  auto copy_parameters = [&]() -> absl::Status {
+    if (live) {
+      contents = LiveContents(*parameters_);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<CheckpointContents> copied =
+        CopyContents(*parameters_, scheduled ? &recycled_values_ : nullptr);
+    if (!copied.ok()) return copied.status();
+    contents = *std::move(copied);
+    return absl::OkStatus();
+  };
   std::optional<ZeroCheckpoint> zero;
+  std::optional<LocalSgdCheckpoint> local_sgd;
+  auto copy_local_sgd = [&]() -> absl::Status {
+    absl::StatusOr<std::optional<LocalSgdCheckpoint>> copied =
+        local_sgd_->Snapshot(copy_parameters);
+    if (!copied.ok()) return copied.status();
+    local_sgd = *std::move(copied);
+    return absl::OkStatus();
+  };
+  auto copy_zero = [&]() -> absl::Status {
+    absl::StatusOr<std::optional<ZeroCheckpoint>> copied =
+        zero_->Snapshot(copy_local_sgd);
+    if (!copied.ok()) return copied.status();
+    zero = *std::move(copied);
+    return absl::OkStatus();
+  };
   absl::StatusOr<std::vector<OptimizerTable::Saved>> optimizers =
-      optimizers_->Snapshot(
-          [&]() -> absl::Status {
-            absl::StatusOr<std::optional<ZeroCheckpoint>> zero_copy =
-                zero_->Snapshot([&]() -> absl::Status {
-                  if (live) {
-                    contents = LiveContents(*parameters_);
-                    return absl::OkStatus();
-                  }
-                  absl::StatusOr<CheckpointContents> copied = CopyContents(
-                      *parameters_, scheduled ? &recycled_values_ : nullptr);
-                  if (!copied.ok()) return copied.status();
-                  contents = *std::move(copied);
-                  return absl::OkStatus();
-                });
-            if (!zero_copy.ok()) return zero_copy.status();
-            zero = *std::move(zero_copy);
-            return absl::OkStatus();
-          },
-          std::move(recycled_state_));
+      optimizers_->Snapshot(copy_zero, std::move(recycled_state_));
   recycled_state_.clear();
   SaveReport report;
   report.snapshot = absl::Now() - start;
@@ -163,10 +182,15 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   if (optimizers.ok()) {
     contents.reason = reason;
     contents.sections = OptimizerSections(*optimizers, optimizers_->next_id());
-    if (zero.has_value()) {
-      for (CheckpointSection& section : ZeroSections(*zero)) {
-        contents.sections.push_back(std::move(section));
+    std::vector<CheckpointSection> more;
+    if (zero.has_value()) more = ZeroSections(*zero);
+    if (local_sgd.has_value()) {
+      for (CheckpointSection& section : LocalSgdSections(*local_sgd)) {
+        more.push_back(std::move(section));
       }
+    }
+    for (CheckpointSection& section : more) {
+      contents.sections.push_back(std::move(section));
     }
     saved = SaveCheckpoint(contents, schedule_.dir, schedule_.keep);
     if (scheduled && !live) recycled_state_ = *std::move(optimizers);

@@ -5,9 +5,10 @@
 //
 // What is saved: the parameters, the optimizer table's optimizers, and
 // this rank's ZeRO optimizer (its shard; see ZeroRunner::SetRestored for
-// the resume). A save is a consistent cut: every optimizer of the table and
-// the ZeRO optimizer stopped between steps (their locks held, in that
-// order) and every parameter read-locked at once, for
+// the resume) and post-local SGD optimizer (LocalSgdRunner::SetRestored).
+// A save is a consistent cut: every optimizer of the table, the ZeRO and
+// the post-local SGD optimizers stopped between steps (their locks held,
+// in that order) and every parameter read-locked at once, for
 // as long as the copy into host memory takes; then the copy is written
 // while steps go on, so the step path never waits for the disk. The copy
 // costs host memory of the parameters and the optimizers' state: for as
@@ -29,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/dist_optim/optimizer_table.h"
+#include "server/localsgd/local_sgd_runner.h"
 #include "server/params/checkpoint.h"
 #include "server/params/checkpoint_control.h"
 #include "server/params/parameter_store.h"
@@ -49,7 +51,7 @@ class Checkpointer : public CheckpointControl {
   // step failed half-way), or OK. The pointers must outlive this.
   Checkpointer(CheckpointSchedule schedule, ParameterStore* parameters,
                OptimizerTable* optimizers, ZeroRunner* zero,
-               std::function<absl::Status()> damage);
+               LocalSgdRunner* local_sgd, std::function<absl::Status()> damage);
   ~Checkpointer() override;
 
   // Restores the newest whole checkpoint (parameters, then optimizers).
@@ -75,6 +77,7 @@ class Checkpointer : public CheckpointControl {
   ParameterStore* const parameters_;
   OptimizerTable* const optimizers_;
   ZeroRunner* const zero_;
+  LocalSgdRunner* const local_sgd_;
   const std::function<absl::Status()> damage_;
 
   absl::Mutex saving_;  // One save at a time.

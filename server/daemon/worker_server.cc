@@ -71,7 +71,7 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
                                        options.checkpoint_keep,
                                        options.checkpoint_interval,
                                        options.checkpoint_every_steps},
-                    &parameters_, &optimizers_, &zero_,
+                    &parameters_, &optimizers_, &zero_, &local_sgd_,
                     [this]() -> absl::Status {
                       absl::Status damage = zero_.Damage();
                       return damage.ok() ? local_sgd_.Damage() : damage;

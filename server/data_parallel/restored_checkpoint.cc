@@ -13,10 +13,9 @@ absl::Status AgreeOnRestoredState(Communicator& communicator,
                                   const absl::Status& same,
                                   std::optional<int64_t> step,
                                   absl::string_view what) {
-  absl::Status agreed =
-      AgreeOnEveryRank(communicator, same,
-                       absl::StrCat("the ", what, " of the checkpoints"),
-                       "nothing was created");
+  absl::Status agreed = AgreeOnEveryRank(
+      communicator, same, absl::StrCat("the ", what, " of the checkpoints"),
+      "nothing was created");
   if (!agreed.ok()) return agreed;
   // Every rank's restored group step (0: none; else the step + 1).
   std::vector<float> steps(4 * communicator.size());
@@ -29,15 +28,15 @@ absl::Status AgreeOnRestoredState(Communicator& communicator,
   for (int r = 0; r < communicator.size(); ++r) {
     const uint64_t restored = DecodeFromFloats(&steps[4 * r]);
     differ = differ || restored != DecodeFromFloats(&steps[0]);
-    each.push_back(restored == 0
-                       ? absl::StrCat("rank ", r, ": none")
-                       : absl::StrCat("rank ", r, ": group step ",
-                                      restored - 1));
+    each.push_back(restored == 0 ? absl::StrCat("rank ", r, ": none")
+                                 : absl::StrCat("rank ", r, ": group step ",
+                                                restored - 1));
   }
   if (differ) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the ranks restored different group steps from their "
-              "checkpoints (",
+        what,
+        ": the ranks restored different group steps from their "
+        "checkpoints (",
         absl::StrJoin(each, ", "),
         "); expected the same on every rank: restart every rank from a "
         "checkpoint of the same step, or all from empty folders; nothing was "

@@ -3,7 +3,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/data_parallel/locked_collective.h"
+#include "server/data_parallel/restored_checkpoint.h"
 
 namespace distopt {
 namespace {
@@ -77,9 +79,12 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
             communicators, *kind, spec.kind,
             ToParamGroups(spec.groups, *groups), spec.options, &warnings,
             &resources_.parameters->budget());
-        return optimizer.status();
+        if (!optimizer.ok()) return optimizer.status();
+        return ResumeLocked(communicators.global(), spec, **optimizer,
+                            &warnings);
       });
   if (!ran.ok()) return ran;
+  restored_.reset();
   Log(warnings);
   spec_ = std::move(spec);
   groups_ = *std::move(groups);
@@ -109,6 +114,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) return status;
+  if (step_observer_ != nullptr) step_observer_();
   return averaged;
 }
 
@@ -154,6 +160,82 @@ absl::StatusOr<std::vector<std::string>> LocalSgdRunner::LoadStateDict(
   if (!loaded.ok()) return loaded;
   Log(warnings);
   return warnings;
+}
+
+namespace {
+
+std::string Describe(const LocalSgdSpec& spec) {
+  std::vector<std::string> groups;
+  for (const NamedGroupSpec& group : spec.groups) {
+    groups.push_back(
+        absl::StrCat("[", absl::StrJoin(group.parameter_names, ", "), "]"));
+  }
+  const LocalSgdOptions& o = spec.options;
+  std::vector<std::string> periods;
+  for (const auto& [period, size] : o.averager.periods) {
+    periods.push_back(absl::StrCat(period, ":", size));
+  }
+  return absl::StrCat(
+      spec.kind, " over ", absl::StrJoin(groups, " "), ", averager ",
+      o.averager.kind == AveragerSpec::Kind::kHierarchical ? "hierarchical"
+                                                           : "periodic",
+      " {", absl::StrJoin(periods, ", "), "} warm-up ", o.averager.warmup_steps,
+      ", start_localsgd_iter ", o.start_localsgd_iter,
+      ", post_local_gradient_allreduce ", o.post_local_gradient_allreduce,
+      ", subgroup_size ", o.subgroup_size);
+}
+
+}  // namespace
+
+absl::Status LocalSgdRunner::ResumeLocked(Communicator& communicator,
+                                          const LocalSgdSpec& spec,
+                                          LocalSgdOptimizer& optimizer,
+                                          std::vector<std::string>* warnings) {
+  absl::Status same;
+  if (restored_.has_value() && (Describe(restored_->spec) != Describe(spec) ||
+                                restored_->rank != communicator.rank() ||
+                                restored_->world_size != communicator.size())) {
+    same = absl::FailedPreconditionError(absl::StrCat(
+        "post-local SGD: the checkpoint holds rank ", restored_->rank, " of ",
+        restored_->world_size, "'s optimizer (", Describe(restored_->spec),
+        "); expected CreatePostLocalSgd to make the same one on the same rank "
+        "(",
+        Describe(spec),
+        " here), or a daemon started on an empty "
+        "--checkpoint_dir"));
+  }
+  absl::Status agreed = AgreeOnRestoredState(
+      communicator, same,
+      restored_.has_value() ? std::optional<int64_t>(restored_->step)
+                            : std::nullopt,
+      "post-local SGD");
+  if (!agreed.ok() || !restored_.has_value()) return agreed;
+  return optimizer.LoadStateDict(restored_->state, restored_->step, warnings);
+}
+
+absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
+    absl::FunctionRef<absl::Status()> while_stopped) const {
+  absl::MutexLock lock(&mutex_);
+  std::optional<LocalSgdCheckpoint> saved;
+  if (optimizer_ != nullptr) {
+    saved.emplace();
+    saved->spec = spec_;
+    saved->rank = resources_.rank();
+    GroupMembership* membership = resources_.membership->load();
+    saved->world_size = membership != nullptr ? membership->world_size() : 1;
+    saved->step = optimizer_->step();
+    absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
+    if (!state.ok()) return state.status();
+    saved->state = *std::move(state);
+  }
+  absl::Status status = while_stopped();
+  if (!status.ok()) return status;
+  return saved;
+}
+
+void LocalSgdRunner::SetRestored(LocalSgdCheckpoint restored) {
+  absl::MutexLock lock(&mutex_);
+  restored_ = std::move(restored);
 }
 
 absl::Status LocalSgdRunner::Damage() const {

@@ -8,12 +8,14 @@
 #define DISTOPT_SERVER_LOCALSGD_LOCAL_SGD_RUNNER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/data_parallel/named_groups.h"
@@ -43,6 +45,16 @@ struct LocalSgdInfo {
   absl::Status damage;
 };
 
+// A rank's post-local SGD optimizer as its checkpoint holds it: the
+// specification, the averager's step and the rank's local optimizer state.
+struct LocalSgdCheckpoint {
+  LocalSgdSpec spec;  // subgroup_size resolved.
+  int rank = 0;
+  int world_size = 0;
+  int64_t step = 0;
+  OptimizerStateDict state;
+};
+
 class LocalSgdRunner {
  public:
   explicit LocalSgdRunner(const RankResources& resources)
@@ -57,6 +69,26 @@ class LocalSgdRunner {
   // OK unless a step failed half-way (then no checkpoint may save the
   // parameters as good).
   absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // For a checkpoint: copies this rank's optimizer while no step runs, and
+  // runs `while_stopped` (the copy of the parameters) before one can;
+  // nullopt when this daemon has none.
+  absl::StatusOr<std::optional<LocalSgdCheckpoint>> Snapshot(
+      absl::FunctionRef<absl::Status()> while_stopped) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // What the daemon's checkpoint held: the next Create resumes it, on every
+  // rank at once, after checking collectively that it creates the same
+  // optimizer (kind, groups and their parameters, averager, options, rank
+  // and world size) and that every rank restored the same step
+  // (FAILED_PRECONDITION saying which step each rank has otherwise, and
+  // nothing is created). The averager goes on from its step: no second
+  // warm-up.
+  void SetRestored(LocalSgdCheckpoint restored) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Called after every step (periodic checkpoints count steps). Set it
+  // before the first step.
+  void SetStepObserver(std::function<void()> observer) {
+    step_observer_ = std::move(observer);
+  }
   absl::StatusOr<LocalSgdInfo> SetHyperparameters(
       int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -70,6 +102,13 @@ class LocalSgdRunner {
  private:
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   LocalSgdInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Collective, in Create: loads the restored state into `optimizer` if
+  // every rank agrees (see SetRestored).
+  absl::Status ResumeLocked(Communicator& communicator,
+                            const LocalSgdSpec& spec,
+                            LocalSgdOptimizer& optimizer,
+                            std::vector<std::string>* warnings)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const RankResources resources_;
 
@@ -78,6 +117,8 @@ class LocalSgdRunner {
   ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
+  std::optional<LocalSgdCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
+  std::function<void()> step_observer_;
 };
 
 }  // namespace distopt
