@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
@@ -48,8 +49,8 @@ TEST_F(ZeroCheckpointTest, KilledRanksResumeTheGroupFromTheirShards) {
   ReferenceTraining reference("adam");
   ASSERT_TRUE(TrainSteps(reference, 0, 3));
   ASSERT_TRUE(SaveOnEveryRank());
-  ReferenceTraining lost("adam");  // Steps past the save die with the ranks.
-  ASSERT_TRUE(TrainSteps(lost, 0, 5));
+  ReferenceTraining lost("adam");  // Only stepped along.
+  ASSERT_TRUE(TrainSteps(lost, 3, 2));  // Lost with the ranks.
 
   ASSERT_NO_FATAL_FAILURE(KillAndRestart());
   ExpectEveryRankHolds(reference.values());
@@ -60,6 +61,42 @@ TEST_F(ZeroCheckpointTest, KilledRanksResumeTheGroupFromTheirShards) {
   ASSERT_TRUE(TrainSteps(reference, 3, 3));
   ExpectEveryRankHolds(reference.values());
   EXPECT_EQ(Steps(0), 6);
+}
+
+// With --checkpoint_every_steps every rank saves at the same group steps
+// (the step after one waits for its copy), so the group resumes from them.
+TEST_F(ZeroCheckpointTest, PeriodicSavesAreAtTheSameGroupStepOnEveryRank) {
+  StopRanks();
+  fs::remove_all(root_);
+  extra_flags_.push_back("--checkpoint_every_steps=2");
+  StartRanks(2);
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  ReferenceTraining reference("adam");
+  ASSERT_TRUE(TrainSteps(reference, 0, 4));
+  ReferenceTraining lost("adam");  // Only stepped along.
+  ASSERT_TRUE(TrainSteps(lost, 4, 1));  // The fifth step is lost.
+  // The saves at group steps 2 and 4 are both written on both ranks.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(testing::PollUntil([&] {
+      auto service =
+          v1::CheckpointService::NewStub(client_->Channel(addresses_[r]));
+      grpc::ClientContext context;
+      v1::ListCheckpointsResponse listed;
+      return service
+                 ->ListCheckpoints(&context, v1::ListCheckpointsRequest(),
+                                   &listed)
+                 .ok() &&
+             listed.checkpoints_size() == 2;
+    })) << "rank "
+        << r;
+  }
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  EXPECT_EQ(Steps(0), 4);
+  EXPECT_EQ(Steps(1), 4);
+  ASSERT_TRUE(TrainSteps(reference, 4, 2));
+  ExpectEveryRankHolds(reference.values());
 }
 
 TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {

@@ -56,10 +56,27 @@ void Checkpointer::Start() {
   if (!by_time && !by_steps) return;
   if (by_steps) {
     // Counting is all the step path does; the scheduler wakes on the count.
-    auto count = [this] { steps_.fetch_add(1, std::memory_order_relaxed); };
-    optimizers_->SetStepObserver(count);
-    zero_->SetStepObserver(count);
-    local_sgd_->SetStepObserver(count);
+    optimizers_->SetStepObserver(
+        [this] { steps_.fetch_add(1, std::memory_order_relaxed); });
+    // A group's checkpoints are taken at the same group step on every
+    // rank: the step that reaches a multiple of the period asks for one,
+    // and the next step waits until its copy is made.
+    GroupStepHooks hooks;
+    hooks.after = [this](int64_t group_step) {
+      if (group_step % schedule_.every_steps != 0) return;
+      absl::MutexLock lock(&mutex_);
+      group_cut_pending_ = true;
+    };
+    hooks.before = [this] {
+      absl::MutexLock lock(&mutex_);
+      mutex_.Await(absl::Condition(
+          +[](Checkpointer* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
+            return !self->group_cut_pending_ || self->stopping_;
+          },
+          this));
+    };
+    zero_->SetStepHooks(hooks);
+    local_sgd_->SetStepHooks(hooks);
   }
   scheduler_ = std::thread([this] { RunSchedule(); });
 }
@@ -82,7 +99,8 @@ void Checkpointer::RunSchedule() {
       absl::MutexLock lock(&mutex_);
       auto due = [&] {
         mutex_.AssertHeld();
-        return stopping_ || (by_time && absl::Now() >= next) ||
+        return stopping_ || group_cut_pending_ ||
+               (by_time && absl::Now() >= next) ||
                (schedule_.every_steps > 0 &&
                 steps_.load(std::memory_order_relaxed) >=
                     schedule_.every_steps);
@@ -94,6 +112,11 @@ void Checkpointer::RunSchedule() {
     }();
     if (stopping) return;
     absl::StatusOr<SaveReport> saved = Save("periodic");
+    {
+      // Also when the save failed before its copy: the group steps go on.
+      absl::MutexLock lock(&mutex_);
+      group_cut_pending_ = false;
+    }
     if (!saved.ok()) {
       std::fprintf(stderr,
                    "distopt_worker: periodic checkpoint failed, the last good "
@@ -176,6 +199,11 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   absl::StatusOr<std::vector<OptimizerTable::Saved>> optimizers =
       optimizers_->Snapshot(copy_zero, std::move(recycled_state_));
   recycled_state_.clear();
+  {
+    // The copy is made: a group step waiting for it may go on.
+    absl::MutexLock lock(&mutex_);
+    group_cut_pending_ = false;
+  }
   SaveReport report;
   report.snapshot = absl::Now() - start;
   absl::StatusOr<SavedCheckpoint> saved = absl::UnknownError("not saved");

@@ -1,7 +1,10 @@
 // Checkpointer: the daemon's checkpoints in --checkpoint_dir. It restores
 // them at start-up, saves one at graceful shutdown, every
 // --checkpoint_interval and every --checkpoint_every_steps optimizer steps
-// (on its own thread), and on demand (CheckpointService.Save).
+// (on its own thread), and on demand (CheckpointService.Save). A rank of a
+// data-parallel group saves when its group optimizer (ZeRO, post-local SGD)
+// reaches a multiple of --checkpoint_every_steps, and its next step waits
+// for the copy: every rank saves at the same group step.
 //
 // What is saved: the parameters, the optimizer table's optimizers, and
 // this rank's ZeRO optimizer (its shard; see ZeroRunner::SetRestored for
@@ -29,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/data_parallel/group_step_hooks.h"
 #include "server/dist_optim/optimizer_table.h"
 #include "server/localsgd/local_sgd_runner.h"
 #include "server/params/checkpoint.h"
@@ -85,6 +89,8 @@ class Checkpointer : public CheckpointControl {
   std::string restore_fell_back_ ABSL_GUARDED_BY(mutex_);
   std::string last_save_error_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // A group step asked for a checkpoint, and the next waits for its copy.
+  bool group_cut_pending_ ABSL_GUARDED_BY(mutex_) = false;
   // The last save's copies, kept when saves are scheduled: the next copy
   // goes into them instead of into freshly allocated memory (whose first
   // touch, on a virtual machine above all, costs more than the copy).

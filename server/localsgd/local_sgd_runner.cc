@@ -100,6 +100,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
+  if (hooks_.before != nullptr) hooks_.before();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
@@ -114,7 +115,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) return status;
-  if (step_observer_ != nullptr) step_observer_();
+  if (hooks_.after != nullptr) hooks_.after(optimizer_->step());
   return averaged;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
 #include "server/localsgd/local_sgd_optimizer.h"
@@ -84,11 +85,9 @@ class LocalSgdRunner {
   // nothing is created). The averager goes on from its step: no second
   // warm-up.
   void SetRestored(LocalSgdCheckpoint restored) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Called after every step (periodic checkpoints count steps). Set it
-  // before the first step.
-  void SetStepObserver(std::function<void()> observer) {
-    step_observer_ = std::move(observer);
-  }
+  // Called around every step (periodic checkpoints of the group). Set
+  // them before the first step.
+  void SetStepHooks(GroupStepHooks hooks) { hooks_ = std::move(hooks); }
   absl::StatusOr<LocalSgdInfo> SetHyperparameters(
       int group, const absl::flat_hash_map<std::string, HyperValue>& changes)
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -118,7 +117,7 @@ class LocalSgdRunner {
   std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
   std::optional<LocalSgdCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
-  std::function<void()> step_observer_;
+  GroupStepHooks hooks_;
 };
 
 }  // namespace distopt

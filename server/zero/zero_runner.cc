@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "server/data_parallel/restored_checkpoint.h"
 #include "server/data_parallel/locked_collective.h"
+#include "server/data_parallel/restored_checkpoint.h"
 
 namespace distopt {
 namespace {
@@ -118,6 +118,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
+  if (hooks_.before != nullptr) hooks_.before();
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
@@ -139,7 +140,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   consolidated_.reset();  // Stale once the state moves on.
   ++steps_;
   PublishLocked();
-  if (step_observer_ != nullptr) step_observer_();
+  if (hooks_.after != nullptr) hooks_.after(steps_);
   return absl::OkStatus();
 }
 

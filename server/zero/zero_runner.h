@@ -19,6 +19,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
 #include "server/zero/zero_optimizer.h"
@@ -116,11 +117,9 @@ class ZeroRunner {
   // (FAILED_PRECONDITION saying which step each rank has otherwise, and
   // nothing is created); the shards are loaded and the step count goes on.
   void SetRestored(ZeroCheckpoint restored) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Called after every step (periodic checkpoints count steps). Set it
-  // before the first step.
-  void SetStepObserver(std::function<void()> observer) {
-    step_observer_ = std::move(observer);
-  }
+  // Called around every step (periodic checkpoints of the group). Set
+  // them before the first step.
+  void SetStepHooks(GroupStepHooks hooks) { hooks_ = std::move(hooks); }
   // OK unless a step failed half-way and left the model torn (then no
   // checkpoint may save it as good).
   absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -149,7 +148,7 @@ class ZeroRunner {
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
   std::optional<ZeroCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
-  std::function<void()> step_observer_;
+  GroupStepHooks hooks_;
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
   // Read without mutex_, which a joined rank holds while it waits in the
