@@ -251,6 +251,8 @@ int main(int argc, char** argv) {
       case absl::StatusCode::kDataLoss:
       case absl::StatusCode::kResourceExhausted:
       case absl::StatusCode::kAlreadyExists:
+      case absl::StatusCode::kNotFound:  // A restored optimizer's kind.
+      case absl::StatusCode::kInternal:  // A checkpoint unreadable now.
         return Fail(kExitCheckpointUnreadable, worker.status());
       default:
         return Fail(kExitCannotListen, worker.status());

@@ -321,6 +321,61 @@ TEST(DurableStateTest, ADamagedOptimizerSectionFallsBackToThePrevious) {
       << listed.restore_fell_back();
 }
 
+// An optimizer whose parameter was deleted before the save (it could never
+// step again) is left out of the restore; the checkpoint itself is whole.
+TEST(DurableStateTest, AnOptimizerOverADeletedParameterIsLeftOut) {
+  const std::vector<std::string> flags = {"--checkpoint_dir=" +
+                                          FreshDir("deleted_parameter")};
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(flags);
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  Trainer trainer(client, worker->address());
+  ASSERT_NO_FATAL_FAILURE(trainer.Create());
+  ASSERT_TRUE(trainer.Step(1, client.NewContextId()));
+  ASSERT_TRUE(client.DeleteParameter(trainer.parameters()[1]).ok());
+  v1::CheckpointInfo saved;
+  ASSERT_TRUE(SaveNow(client, worker->address(), &saved).ok());
+  EXPECT_EQ(saved.parameters(), 1);
+  worker = KillAndRestart(std::move(worker), flags);
+  ASSERT_NE(worker, nullptr);
+  Client after;
+  const v1::ListCheckpointsResponse listed =
+      ListSaved(after, worker->address());
+  EXPECT_EQ(listed.restore_fell_back(), "");
+  ASSERT_EQ(listed.checkpoints_size(), 1);
+  EXPECT_TRUE(listed.checkpoints(0).whole());
+  auto optimizers =
+      v1::OptimizerService::NewStub(after.Channel(worker->address()));
+  grpc::ClientContext context;
+  v1::GetOptimizerRequest request;
+  request.set_optimizer_id(trainer.optimizer_id());
+  v1::OptimizerInfo info;
+  EXPECT_EQ(optimizers->GetOptimizer(&context, request, &info).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(after.FindParameter(worker->address(), "weight").ok());
+}
+
+// Two daemons cannot share a checkpoint folder: they would delete each
+// other's saves.
+TEST(DurableStateTest, ASecondDaemonOnTheSameFolderIsRefused) {
+  const std::vector<std::string> flags = {"--checkpoint_dir=" +
+                                          FreshDir("shared_folder")};
+  std::unique_ptr<LocalWorker> first = StartWorkerOrDie(flags);
+  ASSERT_NE(first, nullptr);
+  LocalWorkerOptions options;
+  options.flags = flags;
+  absl::StatusOr<std::unique_ptr<LocalWorker>> second =
+      LocalWorker::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(
+      absl::StrContains(second.status().message(), "exited with code 2"))
+      << second.status();
+  // The first goes on, and saves.
+  Client client;
+  v1::CheckpointInfo saved;
+  EXPECT_TRUE(SaveNow(client, first->address(), &saved).ok());
+}
+
 // A small tmpfs as the checkpoint folder; skipped where mounts are not
 // allowed (not root, or a sandbox without CAP_SYS_ADMIN).
 class FullDiskTest : public ::testing::Test {

@@ -1,5 +1,7 @@
 #include "server/daemon/checkpointer.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <utility>
 
@@ -22,9 +24,15 @@ Checkpointer::Checkpointer(CheckpointSchedule schedule,
       local_sgd_(local_sgd),
       damage_(std::move(damage)) {}
 
-Checkpointer::~Checkpointer() { Stop(); }
+Checkpointer::~Checkpointer() {
+  Stop();
+  if (dir_lock_ >= 0) close(dir_lock_);
+}
 
 absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
+  absl::StatusOr<int> lock = LockCheckpointDir(schedule_.dir);
+  if (!lock.ok()) return lock.status();
+  dir_lock_ = *lock;
   absl::StatusOr<RestoredCheckpoint> restored = LoadCheckpoint(
       *parameters_, schedule_.dir, [this](const CheckpointSections& sections) {
         // Everything read (and checked) first: the table's restore is all
@@ -35,8 +43,13 @@ absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
         absl::StatusOr<std::optional<LocalSgdCheckpoint>> local_sgd =
             ReadLocalSgdCheckpoint(sections);
         if (!local_sgd.ok()) return local_sgd.status();
-        absl::Status status = RestoreOptimizers(sections, *optimizers_);
+        std::vector<std::string> dropped;
+        absl::Status status =
+            RestoreOptimizers(sections, *optimizers_, &dropped);
         if (!status.ok()) return status;
+        for (const std::string& line : dropped) {
+          std::fprintf(stderr, "distopt_worker: %s\n", line.c_str());
+        }
         if (zero->has_value()) zero_->SetRestored(**std::move(zero));
         if (local_sgd->has_value()) {
           local_sgd_->SetRestored(**std::move(local_sgd));
@@ -91,6 +104,7 @@ void Checkpointer::Stop() {
 
 void Checkpointer::RunSchedule() {
   absl::Time next = absl::Now() + schedule_.interval;
+  std::string last_logged;
   // Steps are counted without a lock: the count is looked at this often.
   const absl::Duration poll = absl::Milliseconds(20);
   while (true) {
@@ -117,12 +131,16 @@ void Checkpointer::RunSchedule() {
       absl::MutexLock lock(&mutex_);
       group_cut_pending_ = false;
     }
-    if (!saved.ok()) {
+    // Once per new error: a save refused again and again (a torn model
+    // waiting for its repair) does not flood the log.
+    if (!saved.ok() && saved.status().ToString() != last_logged) {
+      last_logged = saved.status().ToString();
       std::fprintf(stderr,
                    "distopt_worker: periodic checkpoint failed, the last good "
                    "one is kept: %s\n",
-                   saved.status().ToString().c_str());
+                   last_logged.c_str());
     }
+    if (saved.ok()) last_logged.clear();
     next = absl::Now() + schedule_.interval;
   }
 }
@@ -138,6 +156,9 @@ absl::StatusOr<SaveReport> Checkpointer::SaveAtShutdown() {
 absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
                                                       bool live) {
   absl::MutexLock one_at_a_time(&saving_);
+  // Counted from here, whether or not this save succeeds: a refused save
+  // is asked for again only after as many steps more.
+  steps_.store(0, std::memory_order_relaxed);
   absl::Status damage = damage_ != nullptr ? damage_() : absl::OkStatus();
   if (!damage.ok()) {
     // A model torn by a step that failed half-way is not saved as good:
@@ -150,7 +171,6 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
     return refused;
   }
   const absl::Time start = absl::Now();
-  steps_.store(0, std::memory_order_relaxed);
   CheckpointContents contents;
   const bool scheduled =
       schedule_.interval > absl::ZeroDuration() || schedule_.every_steps > 0;

@@ -58,7 +58,8 @@ class Checkpointer : public CheckpointControl {
                LocalSgdRunner* local_sgd, std::function<absl::Status()> damage);
   ~Checkpointer() override;
 
-  // Restores the newest whole checkpoint (parameters, then optimizers).
+  // Locks the folder for this daemon (see LockCheckpointDir), then
+  // restores the newest whole checkpoint (parameters, then optimizers).
   absl::StatusOr<RestoredCheckpoint> Restore();
   // Starts saving on the schedule; counts the table's steps.
   void Start();
@@ -99,6 +100,7 @@ class Checkpointer : public CheckpointControl {
   // Steps since the last save began.
   std::atomic<int64_t> steps_{0};
   std::thread scheduler_;
+  int dir_lock_ = -1;  // Held open while this daemon uses the folder.
 };
 
 }  // namespace distopt

@@ -67,6 +67,7 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
     const std::string& kind_name,
     const absl::flat_hash_map<std::string, HyperValue>& hyperparameters,
     const std::vector<uint64_t>& parameter_ids) {
+  absl::ReaderMutexLock not_during_a_cut(&cut_);
   absl::StatusOr<std::shared_ptr<Entry>> made =
       MakeEntry(kind_name, hyperparameters, parameter_ids);
   if (!made.ok()) return made.status();
@@ -220,6 +221,9 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Delete(uint64_t optimizer_id) {
 absl::StatusOr<std::vector<OptimizerTable::Saved>> OptimizerTable::Snapshot(
     absl::FunctionRef<absl::Status()> while_stopped,
     std::vector<Saved> recycled) const {
+  // No optimizer is made while the cut is taken: its steps would be in
+  // the parameters' copy, and it would not be in the checkpoint.
+  absl::WriterMutexLock no_new_ones(&cut_);
   std::map<uint64_t, OptimizerStateDict> recycled_by_id;
   for (Saved& one : recycled) {
     recycled_by_id[one.info.id] = std::move(one.state_dict);
@@ -306,8 +310,8 @@ absl::Status OptimizerTable::PrepareSnapshot(
   return absl::OkStatus();
 }
 
-absl::Status OptimizerTable::Restore(std::vector<Saved> saved,
-                                     uint64_t next_id) {
+absl::Status OptimizerTable::Restore(std::vector<Saved> saved, uint64_t next_id,
+                                     std::vector<std::string>* dropped) {
   std::map<uint64_t, std::shared_ptr<Entry>> made;
   for (Saved& one : saved) {
     const std::string who =
@@ -316,6 +320,22 @@ absl::Status OptimizerTable::Restore(std::vector<Saved> saved,
         made.count(one.info.id) > 0) {
       return absl::DataLossError(
           absl::StrCat(who, ": an id out of order or given twice"));
+    }
+    // A parameter deleted before the save (the optimizer could never step
+    // again) leaves the optimizer out, not the checkpoint.
+    const auto gone =
+        std::find_if(one.info.parameter_ids.begin(),
+                     one.info.parameter_ids.end(), [&](uint64_t id) {
+                       return absl::IsNotFound(
+                           parameters_->Find(ParameterKey::ById(id)).status());
+                     });
+    if (gone != one.info.parameter_ids.end()) {
+      if (dropped != nullptr) {
+        dropped->push_back(
+            absl::StrCat(who, ": not restored, its parameter ", *gone,
+                         " was deleted before the checkpoint was saved"));
+      }
+      continue;
     }
     if (one.state_dict.param_groups.size() != 1) {
       return absl::DataLossError(

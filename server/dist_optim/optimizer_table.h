@@ -109,7 +109,10 @@ class OptimizerTable {
   // optimizers yet. All or nothing. DATA_LOSS when one does not fit its
   // parameters (damage); NOT_FOUND for a kind this daemon does not have (a
   // plugin not loaded).
-  absl::Status Restore(std::vector<Saved> saved, uint64_t next_id)
+  // Optimizers over a parameter the store does not have (deleted before
+  // the save) are left out, each with a line in `dropped`.
+  absl::Status Restore(std::vector<Saved> saved, uint64_t next_id,
+                       std::vector<std::string>* dropped = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   uint64_t next_id() const ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -147,6 +150,9 @@ class OptimizerTable {
   ParameterStore* const parameters_;
   ContextTable* const contexts_;
   const OptimizerRegistry* const kinds_;
+  // Held by Snapshot (exclusively) and Create (shared), before any other
+  // lock of the table.
+  mutable absl::Mutex cut_;
   mutable absl::Mutex mutex_;
   uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, std::shared_ptr<Entry>> optimizers_

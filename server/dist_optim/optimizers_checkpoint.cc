@@ -33,7 +33,8 @@ std::vector<CheckpointSection> OptimizerSections(
 }
 
 absl::Status RestoreOptimizers(const CheckpointSections& sections,
-                               OptimizerTable& table) {
+                               OptimizerTable& table,
+                               std::vector<std::string>* dropped) {
   if (!sections.Has(kHeader)) return absl::OkStatus();
   absl::StatusOr<std::string> bytes = sections.ReadAll(kHeader);
   if (!bytes.ok()) return bytes.status();
@@ -63,7 +64,7 @@ absl::Status RestoreOptimizers(const CheckpointSections& sections,
     restored.state_dict = std::move((*state)[i]);
     saved.push_back(std::move(restored));
   }
-  return table.Restore(std::move(saved), header.next_id());
+  return table.Restore(std::move(saved), header.next_id(), dropped);
 }
 
 }  // namespace distopt

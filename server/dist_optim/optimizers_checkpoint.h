@@ -6,6 +6,7 @@
 #ifndef DISTOPT_SERVER_DIST_OPTIM_OPTIMIZERS_CHECKPOINT_H_
 #define DISTOPT_SERVER_DIST_OPTIM_OPTIMIZERS_CHECKPOINT_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,8 +22,11 @@ std::vector<CheckpointSection> OptimizerSections(
 // Restores the optimizers the sections hold into `table` (empty); a
 // checkpoint without them (saved before optimizers were kept) restores
 // none. DATA_LOSS for damage, as CheckpointSections's reads.
+// `dropped` gets a line for each optimizer left out (see
+// OptimizerTable::Restore).
 absl::Status RestoreOptimizers(const CheckpointSections& sections,
-                               OptimizerTable& table);
+                               OptimizerTable& table,
+                               std::vector<std::string>* dropped = nullptr);
 
 }  // namespace distopt
 

@@ -219,6 +219,9 @@ absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
   absl::MutexLock lock(&mutex_);
   std::optional<LocalSgdCheckpoint> saved;
   if (optimizer_ != nullptr) {
+    // Checked again here, in the cut: a step that failed half-way since
+    // the save began left the model torn.
+    if (!optimizer_->damage().ok()) return optimizer_->damage();
     saved.emplace();
     saved->spec = spec_;
     saved->rank = resources_.rank();

@@ -148,6 +148,9 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
         const auto& shape = state.buffers(b).shape();
         absl::StatusOr<Tensor> tensor = Tensor::AllocateHost(
             DType::kFloat32, Shape(shape.begin(), shape.end()));
+        if (absl::IsInvalidArgument(tensor.status())) {
+          return Damaged(values_section, tensor.status().message());
+        }
         if (!tensor.ok()) return tensor.status();
         buffers[b].second = *std::move(tensor);
         order.push_back(&buffers[b].second);

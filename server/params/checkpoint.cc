@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -164,6 +165,13 @@ absl::Status WriteAt(int fd, const char* data, size_t length, size_t offset,
   while (length > 0) {
     const ssize_t n = pwrite(fd, data, length, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && (fcntl(fd, F_GETFL) & O_DIRECT) != 0) {
+      // A filesystem that takes O_DIRECT at open but not in writes.
+      if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
+        return WriteError("write", path, errno);
+      }
+      continue;
+    }
     if (n <= 0) return WriteError("write", path, n < 0 ? errno : ENOSPC);
     data += n;
     offset += static_cast<size_t>(n);
@@ -299,6 +307,17 @@ absl::Status Damaged(const fs::path& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path.string(), ": ", what));
 }
 
+// A file that cannot be opened or read: damage when it is not there, but
+// not when this process may not or cannot read it now (permissions, too
+// many open files, an I/O error): that fails the restore and leaves the
+// checkpoint as it is, rather than setting it aside as damaged.
+absl::Status Unreadable(const fs::path& path, int error) {
+  if (error == ENOENT) return Damaged(path, "missing");
+  return absl::InternalError(
+      absl::StrCat("cannot read ", path.string(), ": ", std::strerror(error),
+                   " (the checkpoint is left as it is)"));
+}
+
 // A section's file name: plain, and never one of the parameters' files
 // ("<id>.bin") or the index.
 bool IsSectionName(absl::string_view name) {
@@ -334,7 +353,8 @@ absl::Status ReadPipelined(
           pread(fd, into + done, size - done,
                 static_cast<off_t>(offset + k * kBlockBytes + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Damaged(path, "cannot be read (short or unreadable)");
+      if (n < 0) return Unreadable(path, errno);
+      if (n == 0) return Damaged(path, "shorter than its index says");
       done += static_cast<size_t>(n);
     }
     return absl::OkStatus();
@@ -361,16 +381,19 @@ absl::Status ReadPipelined(
 // An open file, closed when it goes.
 class OpenFile {
  public:
-  explicit OpenFile(const fs::path& path) : fd_(open(path.c_str(), O_RDONLY)) {}
+  explicit OpenFile(const fs::path& path)
+      : fd_(open(path.c_str(), O_RDONLY)), error_(fd_ < 0 ? errno : 0) {}
   ~OpenFile() {
     if (fd_ >= 0) close(fd_);
   }
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
   int fd() const { return fd_; }
+  int error() const { return error_; }  // errno of the open, if it failed.
 
  private:
   const int fd_;
+  const int error_;
 };
 
 // Reads a verified checkpoint's sections, checking each one's checksum.
@@ -414,7 +437,7 @@ class FolderSections : public CheckpointSections {
     if (it == sections_.end()) return Damaged(path, "missing from the index");
     const checkpoint::Section& section = *it->second;
     OpenFile file(path);
-    if (file.fd() < 0) return Damaged(path, "cannot be opened");
+    if (file.fd() < 0) return Unreadable(path, file.error());
     std::vector<char> blocks[2];
     for (auto& block : blocks) {
       block.resize(std::min<uint64_t>(section.size(), kBlockBytes));
@@ -441,7 +464,7 @@ class FolderSections : public CheckpointSections {
 
 absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) return Damaged(path, "missing or unreadable");
+  if (!file) return Unreadable(path, errno);
   const std::string bytes((std::istreambuf_iterator<char>(file)),
                           std::istreambuf_iterator<char>());
   checkpoint::CheckpointIndex index;
@@ -546,14 +569,23 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
     verified.infos.push_back(*std::move(info));
   }
   if (verified.index.format() >= kFormat) {
-    uint64_t total = 0;
-    for (const ParameterInfo& info : verified.infos) {
-      total += static_cast<uint64_t>(info.byte_size);
-    }
     const fs::path path = folder / kValuesName;
     std::error_code error;
     const uintmax_t size = fs::file_size(path, error);
-    if (error || size != total) {
+    if (error) return Damaged(path, "missing");
+    // Summed against the file's size, so that no sizes (however large)
+    // can wrap around to agree with it.
+    uint64_t total = 0;
+    for (const ParameterInfo& info : verified.infos) {
+      const uint64_t bytes = static_cast<uint64_t>(info.byte_size);
+      if (bytes > size - total) {
+        return Damaged(path, absl::StrCat("holds ", size,
+                                          " bytes; the "
+                                          "parameters' values take more"));
+      }
+      total += bytes;
+    }
+    if (size != total) {
       return Damaged(path, absl::StrCat("should hold ", total,
                                         " bytes, the parameters' values"));
     }
@@ -599,7 +631,7 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
       offset = 0;
     }
     if (file->fd() < 0) {
-      status = Damaged(path, "cannot be opened");
+      status = Unreadable(path, file->error());
       break;
     }
     // The device is this daemon's, whatever it was when saved.
@@ -631,6 +663,11 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
       return absl::OkStatus();
     });
     offset += static_cast<uint64_t>(info.byte_size);
+    // The index's fields were checked, but the store checks more (names,
+    // ranks): what it refuses, a checksummed index should never hold.
+    if (absl::IsInvalidArgument(status)) {
+      status = Damaged(checkpoint.folder / kIndexName, status.message());
+    }
     if (status.ok()) restored.push_back(info.id);
   }
   if (status.ok() && restore_sections != nullptr) {
@@ -817,6 +854,11 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
   const fs::path legacy = root / "parameters.old";
   std::error_code error;
   fs::create_directories(root, error);
+  if (!error && !Exists(current) && Exists(fresh) && Verify(fresh).ok()) {
+    // A save that failed after moving the newest aside left its whole
+    // checkpoint here: it is the newest, not a leftover.
+    fs::rename(fresh, current, error);
+  }
   if (!error) fs::remove_all(fresh, error);
   if (!error) fs::create_directory(fresh, error);
   absl::Status status = FromErrorCode(error, "--checkpoint_dir=" + dir);
@@ -843,10 +885,10 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
   status = FromErrorCode(error, "replacing the checkpoint in " + dir);
   if (status.ok()) status = SyncDirectory(root);
   if (!status.ok()) return status;
-  // Saved: what follows is cleaning up.
+  // Saved: what follows is cleaning up, and a folder that cannot be
+  // dropped now is dropped by a later save.
   saved->took = absl::Now() - start;
-  status = DropBeyond(root, keep);
-  if (!status.ok()) return status;
+  DropBeyond(root, keep).IgnoreError();
   return saved;
 }
 
@@ -871,7 +913,11 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
   // left: never restored, never kept.
   if (Exists(fresh)) {
     std::error_code error;
-    if (Verify(fresh).ok()) {
+    absl::StatusOr<Verified> whole = Verify(fresh);
+    if (!whole.ok() && !absl::IsDataLoss(whole.status())) {
+      return whole.status();
+    }
+    if (whole.ok()) {
       absl::Status retired = MoveNewestAside(root);
       if (!retired.ok()) return retired;
       fs::rename(fresh, newest, error);
@@ -908,6 +954,9 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
       continue;
     }
     absl::StatusOr<Verified> verified = Verify(candidate);
+    if (!verified.ok() && !absl::IsDataLoss(verified.status())) {
+      return verified.status();  // Unreadable now, not damaged.
+    }
     if (!verified.ok()) {
       problems.push_back(std::string(verified.status().message()));
       damaged.push_back(candidate);
@@ -988,6 +1037,28 @@ absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
     listings.push_back(std::move(listing));
   }
   return listings;
+}
+
+absl::StatusOr<int> LockCheckpointDir(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--checkpoint_dir=", dir,
+                                                   ": cannot open ", path, " (",
+                                                   std::strerror(errno), ")"));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_dir=", dir, ": ",
+        error == EWOULDBLOCK ? "another daemon uses this folder (it holds "
+                             : "cannot lock ",
+        path,
+        error == EWOULDBLOCK ? ")" : absl::StrCat(": ", std::strerror(error)),
+        "; expected a folder of this daemon's own"));
+  }
+  return fd;
 }
 
 absl::Status CheckCheckpointDir(const std::string& dir) {

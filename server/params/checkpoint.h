@@ -3,15 +3,20 @@
 // sections (the optimizers' state) from the folder at start-up, and saves
 // them there at shutdown, periodically and on demand.
 //
-// Layout: DIR/parameters/index.binpb (a CheckpointIndex in a checksummed
-// envelope), one DIR/parameters/<id>.bin per parameter and one file per
-// section, whose crc32s and sizes the index holds. A save is written to
-// DIR/parameters.new, fsynced, and swapped in by renames; the `keep`
+// Layout (format 3): DIR/parameters/index.binpb (a CheckpointIndex in a
+// checksummed envelope), DIR/parameters/values.bin (every parameter's
+// values, one after the other) and one file per section; the index holds
+// a crc32 for each parameter's values and for each section, and their
+// sizes. A save is written to DIR/parameters.new (around the page cache,
+// block by block), fsynced, and swapped in by renames; the `keep`
 // checkpoints before it stay as DIR/parameters.<n> (the higher n, the
-// newer). A restore checks the index, every field and size before it
-// restores anything, and each file's checksum as it reads it (one pass); on
-// any damage it undoes what it restored and falls back to the newest whole
-// previous checkpoint, saying so.
+// newer). A restore checks the index, its fields and every size before it
+// restores anything, and each checksum as it reads (one pass); on damage
+// it undoes what it restored and falls back to the newest whole previous
+// checkpoint, saying so. A file that is there but cannot be read now
+// (permissions, an I/O error) fails the restore instead, and the
+// checkpoint is left as it is. Formats 1 and 2 (a values file per
+// parameter) still load.
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_H_
 
@@ -157,6 +162,12 @@ struct CheckpointListing {
 // The checkpoints kept in `dir`, newest first.
 absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
     const std::string& dir);
+
+// Locks `dir` for this process (an flock on DIR/.lock, held while the
+// returned descriptor is open): two daemons given the same folder would
+// delete each other's saves. INVALID_ARGUMENT naming the folder when
+// another process holds it.
+absl::StatusOr<int> LockCheckpointDir(const std::string& dir);
 
 // INVALID_ARGUMENT unless `dir` is (or can be made) a folder this process
 // can write: checked at start-up, not at the first save.

@@ -287,10 +287,10 @@ TEST_F(CheckpointDamageTest, AFlippedIndexBitFallsBackToThePrevious) {
 TEST_F(CheckpointDamageTest, SwappedOrMissingValuesFallBack) {
   SaveTwo();
   fs::rename(Values(), dir_ + "/w.bin");
-  ExpectFallBack("should hold");  // Missing.
-  SaveTwo();                      // The damaged newest was set aside.
+  ExpectFallBack("values.bin: missing");
+  SaveTwo();  // The damaged newest was set aside.
   fs::resize_file(Values(), fs::file_size(Values()) - 1);
-  ExpectFallBack("should hold");  // Truncated.
+  ExpectFallBack("the parameters' values take more");  // Truncated.
   // Another parameter's bytes in w's place: sizes agree, checksums do not.
   SaveTwo();
   {
@@ -369,6 +369,19 @@ TEST_F(CheckpointTest, InconsistentIndexFieldsAreRefused) {
               HasSubstr("id 0"));
   EXPECT_THAT(rewrite([](v1::ParameterInfo& p) { p.add_shape(2); }),
               HasSubstr("the shape and dtype give"));
+  // Sizes that agree with each other but not with the file: refused before
+  // anything is allocated.
+  EXPECT_THAT(rewrite([](v1::ParameterInfo& p) {
+                p.clear_shape();
+                p.add_shape(int64_t{1} << 40);
+                p.set_num_elements(int64_t{1} << 40);
+                p.set_byte_size(int64_t{4} << 40);
+              }),
+              HasSubstr("the parameters' values take more"));
+  // What the store refuses (here a name it would not create) is damage
+  // too, not a reason to stop.
+  EXPECT_THAT(rewrite([](v1::ParameterInfo& p) { p.set_name("bad\x01name"); }),
+              HasSubstr("index.binpb"));
 }
 
 TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {

@@ -390,6 +390,9 @@ absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
   absl::MutexLock lock(&mutex_);
   std::optional<ZeroCheckpoint> saved;
   if (optimizer_ != nullptr) {
+    // Checked again here, in the cut: a step that failed half-way since
+    // the save began left the model torn.
+    if (!optimizer_->damage().ok()) return optimizer_->damage();
     saved.emplace();
     saved->spec = spec_;
     saved->rank = resources_.rank();
