@@ -387,6 +387,26 @@ absl::StatusOr<std::vector<v1::OptimizerKindInfo>> Client::ListOptimizerKinds(
                                             response.kinds().end());
 }
 
+absl::StatusOr<v1::CheckpointInfo> Client::SaveCheckpoint(
+    const std::string& worker) {
+  v1::CheckpointInfo response;
+  absl::Status status = CallUnary<v1::CheckpointService>(
+      worker, "Save", &v1::CheckpointService::Stub::Save,
+      v1::SaveCheckpointRequest(), &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListCheckpointsResponse> Client::ListCheckpoints(
+    const std::string& worker) {
+  v1::ListCheckpointsResponse response;
+  absl::Status status = CallUnary<v1::CheckpointService>(
+      worker, "ListCheckpoints", &v1::CheckpointService::Stub::ListCheckpoints,
+      v1::ListCheckpointsRequest(), &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<RemoteParameter> Client::CreateParameter(
     const std::string& worker, const std::string& name, DType dtype,
     const Shape& shape, const v1::Initializer& initializer) {

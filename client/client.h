@@ -31,6 +31,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/distopt/v1/autograd.grpc.pb.h"
+#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 
@@ -158,6 +159,17 @@ class Client {
                              const v1::OptimizerStateDict& state_dict);
   absl::StatusOr<v1::OptimizerInfo> DeleteOptimizer(const std::string& worker,
                                                     uint64_t optimizer_id);
+
+  // --- Checkpoints (the worker needs --checkpoint_dir).
+
+  // Saves a checkpoint on `worker` now and returns it once it is on disk
+  // (FAILED_PRECONDITION without --checkpoint_dir; RESOURCE_EXHAUSTED when
+  // its disk is full, the previous checkpoints kept).
+  absl::StatusOr<v1::CheckpointInfo> SaveCheckpoint(const std::string& worker);
+  // The checkpoints `worker` keeps, newest first, and what its last restore
+  // and save said.
+  absl::StatusOr<v1::ListCheckpointsResponse> ListCheckpoints(
+      const std::string& worker);
 
   // The optimizer kinds `worker` runs, with their hyperparameters and
   // defaults.

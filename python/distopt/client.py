@@ -93,6 +93,32 @@ class Client:
             kinds[info["name"]] = defaults
         return kinds
 
+    def save_checkpoint(self, worker: str) -> Dict[str, Any]:
+        """Saves a checkpoint on `worker` now (it needs --checkpoint_dir) and
+        returns it once it is on disk: folder, reason, parameters, sections,
+        bytes, snapshot_seconds (how long steps waited for the copy) and
+        write_seconds. A full disk raises distopt.Error with code
+        RESOURCE_EXHAUSTED; the previous checkpoints are kept."""
+        _check_str(worker, "worker")
+        return _checkpoint_info(json.loads(self._impl.save_checkpoint(worker)))
+
+    def list_checkpoints(self, worker: str) -> Dict[str, Any]:
+        """The checkpoints `worker` keeps, newest first ("checkpoints"), and
+        "restore_fell_back" / "last_save_error" when there is something to
+        say."""
+        _check_str(worker, "worker")
+        listed = json.loads(self._impl.list_checkpoints(worker))
+        listed["checkpoints"] = [
+            _checkpoint_info(c) for c in listed.get("checkpoints", [])]
+        return listed
+
+
+def _checkpoint_info(info: Dict[str, Any]) -> Dict[str, Any]:
+    # JSON carries 64-bit integers as strings.
+    for field in ("saved_at_unix_micros", "parameters", "bytes"):
+        info[field] = int(info.get(field, 0))
+    return info
+
 
 def _check_str(value: Any, argument: str) -> None:
     if not isinstance(value, str):

@@ -213,6 +213,19 @@ void BindClient(py::module_& m) {
              }
              return json;
            })
+      // --- Checkpoints.
+      .def("save_checkpoint",
+           [](py::object self, std::string worker) {
+             return ToJson(ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.SaveCheckpoint(worker);
+             })));
+           })
+      .def("list_checkpoints",
+           [](py::object self, std::string worker) {
+             return ToJson(ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.ListCheckpoints(worker);
+             })));
+           })
       // --- Distributed autograd.
       .def("new_context_id", &Client::NewContextId)
       .def("owns_context", &Client::OwnsContext)

@@ -185,3 +185,40 @@ def test_optimizer_state_dict_round_trip(workers, client):
     train(2)
     for parameter, expected in zip(parameters, after):
         assert torch.equal(parameter.to_tensor(), expected)
+
+
+def test_a_killed_worker_resumes_from_the_checkpoint_the_trainer_saved(
+        worker_factory, client, tmp_path):
+    flags = [f"--checkpoint_dir={tmp_path / 'checkpoints'}"]
+    worker = worker_factory(flags)
+    fc = distopt.nn.RemoteLinear(4, 2, worker.address, client=client,
+                                 name="fc")
+    optimizer = distopt.optim.DistributedOptimizer("adam",
+                                                   fc.remote_parameters(),
+                                                   lr=0.01)
+    with distopt.autograd.context() as context_id:
+        loss = fc(torch.ones(3, 4)).sum()
+        distopt.autograd.backward(context_id, [loss])
+        optimizer.step(context_id)
+    saved = client.save_checkpoint(worker.address)
+    assert saved["reason"] == "on demand" and saved["whole"]
+    assert saved["parameters"] == 2
+    assert "optimizers.bin" in saved["sections"]
+    weight = fc.weight_ref.to_here()
+    with distopt.autograd.context() as context_id:  # Lost with the worker.
+        distopt.autograd.backward(context_id, [fc(torch.ones(3, 4)).sum()])
+        optimizer.step(context_id)
+    worker.kill()
+
+    again = worker_factory(flags)
+    restored = client.find_parameter(again.address, "fc.weight")
+    assert torch.equal(restored.to_here(), weight)
+    listed = client.list_checkpoints(again.address)
+    assert [c["folder"] for c in listed["checkpoints"]] == ["parameters"]
+    assert listed["restore_fell_back"] == ""
+
+
+def test_saving_without_a_checkpoint_dir_names_the_flag(workers, client):
+    with pytest.raises(distopt.Error, match="--checkpoint_dir") as refused:
+        client.save_checkpoint(workers[0])
+    assert refused.value.code == "FAILED_PRECONDITION"
