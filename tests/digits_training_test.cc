@@ -2,8 +2,13 @@
 // and layer 2 on the other, reach at least 0.95 held-out accuracy.
 #include "client/examples/digits_training.h"
 
+#include <atomic>
+#include <csignal>
 #include <cstdlib>
+#include <random>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/backend.h"
 #include "gtest/gtest.h"
 #include "tests/worker_fixture.h"
@@ -29,6 +34,71 @@ TEST(DigitsTrainingTest, ReachesTheDemosAccuracy) {
   EXPECT_GE(result->test_accuracy, 0.95);
   ASSERT_EQ(losses.size(), 25u);
   EXPECT_LT(losses.back(), losses.front() / 10);
+}
+
+// Seeded chaos: the demo's training while its two workers, each saving a
+// checkpoint every 5 steps, are SIGKILLed 20 times at random moments (some
+// during a save) and restarted on the same port from their folders; the
+// trainer tries a failed batch again. Each restart takes a worker back to
+// its last checkpoint, and training still reaches the demo's accuracy.
+TEST(DigitsTrainingTest, ReachesTheAccuracyThroughTwentyKillsOfItsWorkers) {
+  const std::string root =
+      std::string(std::getenv("TEST_TMPDIR")) + "/digits_chaos";
+  struct Node {
+    std::vector<std::string> flags;
+    std::unique_ptr<LocalWorker> worker;
+  };
+  Node nodes[2];
+  for (int n = 0; n < 2; ++n) {
+    // A port of its own first, to come back on after every kill.
+    nodes[n].flags = {absl::StrCat("--checkpoint_dir=", root, "/worker", n),
+                      "--checkpoint_every_steps=5"};
+    std::unique_ptr<LocalWorker> first =
+        testing::StartWorkerOrDie(nodes[n].flags);
+    ASSERT_NE(first, nullptr);
+    nodes[n].flags.push_back("--listen=" + first->address());
+    ASSERT_EQ(*first->Stop(), 0);
+    nodes[n].worker = testing::StartWorkerOrDie(nodes[n].flags);
+    ASSERT_NE(nodes[n].worker, nullptr);
+  }
+  DigitsOptions options;
+  options.data_path = std::string(std::getenv("TEST_SRCDIR")) +
+                      "/distopt/data/digits/digits.csv.gz";
+  options.worker_a = nodes[0].worker->address();
+  options.worker_b = nodes[1].worker->address();
+  options.epochs = 80;  // Long enough for the 20 kills.
+  options.retry_for = absl::Seconds(30);
+
+  std::atomic<bool> trained{false};
+  std::atomic<int> kills{0};
+  std::atomic<int> failed_restarts{0};
+  std::thread chaos([&] {
+    std::mt19937 random(20261130);
+    while (kills < 20 && !trained) {
+      absl::SleepFor(absl::Milliseconds(
+          std::uniform_int_distribution<int>(10, 60)(random)));
+      Node& node = nodes[std::uniform_int_distribution<int>(0, 1)(random)];
+      node.worker->Signal(SIGKILL);
+      if (!node.worker->Wait(absl::Seconds(30)).ok()) ++failed_restarts;
+      LocalWorkerOptions restart;
+      restart.flags = node.flags;
+      absl::StatusOr<std::unique_ptr<LocalWorker>> again =
+          LocalWorker::Start(restart);
+      if (!again.ok()) {
+        ++failed_restarts;
+        return;
+      }
+      node.worker = *std::move(again);
+      ++kills;
+    }
+  });
+  absl::StatusOr<DigitsResult> result = TrainDigits(options);
+  trained = true;
+  chaos.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(kills, 20);
+  EXPECT_EQ(failed_restarts, 0);
+  EXPECT_GE(result->test_accuracy, 0.95);
 }
 
 // The same training with both layers' parameters on the GPU: cuBLAS

@@ -91,36 +91,53 @@ absl::StatusOr<DigitsResult> TrainDigits(const DigitsOptions& options) {
           {{"lr", hyper::Number(options.learning_rate)}});
   if (!optimizer.ok()) return optimizer.status();
 
-  // One pass over `indices`; trains when `train` is set.
+  // One batch, indices[begin, end), in a context of its own: adds its
+  // loss and correct predictions (only once it went through) and trains
+  // when `learn` is set.
+  auto run_batch = [&](std::vector<size_t>& indices, size_t begin, size_t end,
+                       bool learn, double* total_loss,
+                       int* correct) -> absl::Status {
+    std::vector<int64_t> labels;
+    DistAutogradContext context(&client);
+    Variable x{DigitsBatch(*data, indices, begin, end, &labels), -1};
+    absl::StatusOr<Variable> hidden = layer1->Forward(context, x);
+    if (!hidden.ok()) return hidden.status();
+    absl::StatusOr<Variable> logits =
+        layer2->Forward(context, Relu(context, *hidden));
+    if (!logits.ok()) return logits.status();
+    absl::StatusOr<CrossEntropyResult> ce =
+        SoftmaxCrossEntropy(context, *logits, labels);
+    if (!ce.ok()) return ce.status();
+    if (learn) {
+      Tensor one = *Tensor::AllocateHost(DType::kFloat32, {});
+      one.host_span<float>()[0] = 1.0f;
+      absl::Status status = context.Backward(ce->loss, one);
+      if (status.ok()) status = (*optimizer)->Step(context.id());
+      if (!status.ok()) return status;
+    }
+    *total_loss += ce->loss.value.host_span<float>()[0] * (end - begin);
+    for (size_t i = 0; i < labels.size(); ++i) {
+      *correct += ce->predictions[i] == labels[i];
+    }
+    return absl::OkStatus();
+  };
+
+  // One pass over `indices`; trains when `learn` is set.
   auto run = [&](std::vector<size_t>& indices, bool learn, double* loss,
                  double* accuracy) -> absl::Status {
     double total_loss = 0;
     int correct = 0;
-    std::vector<int64_t> labels;
     for (size_t begin = 0; begin < indices.size();
          begin += options.batch_size) {
       const size_t end = std::min(indices.size(), begin + options.batch_size);
-      DistAutogradContext context(&client);
-      Variable x{DigitsBatch(*data, indices, begin, end, &labels), -1};
-      absl::StatusOr<Variable> hidden = layer1->Forward(context, x);
-      if (!hidden.ok()) return hidden.status();
-      absl::StatusOr<Variable> logits =
-          layer2->Forward(context, Relu(context, *hidden));
-      if (!logits.ok()) return logits.status();
-      absl::StatusOr<CrossEntropyResult> ce =
-          SoftmaxCrossEntropy(context, *logits, labels);
-      if (!ce.ok()) return ce.status();
-      total_loss += ce->loss.value.host_span<float>()[0] * (end - begin);
-      for (size_t i = 0; i < labels.size(); ++i) {
-        correct += ce->predictions[i] == labels[i];
+      absl::Status batch;
+      const absl::Time give_up = absl::Now() + options.retry_for;
+      while (true) {
+        batch = run_batch(indices, begin, end, learn, &total_loss, &correct);
+        if (batch.ok() || absl::Now() >= give_up) break;
+        absl::SleepFor(absl::Milliseconds(50));
       }
-      if (learn) {
-        Tensor one = *Tensor::AllocateHost(DType::kFloat32, {});
-        one.host_span<float>()[0] = 1.0f;
-        absl::Status status = context.Backward(ce->loss, one);
-        if (status.ok()) status = (*optimizer)->Step(context.id());
-        if (!status.ok()) return status;
-      }
+      if (!batch.ok()) return batch;
     }
     *loss = total_loss / indices.size();
     *accuracy = static_cast<double>(correct) / indices.size();

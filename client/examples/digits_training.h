@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/tensor.h"
 
 namespace distopt {
@@ -26,6 +27,10 @@ struct DigitsOptions {
   uint64_t seed = 1;
   // Called after every epoch with (epoch, mean loss, train accuracy).
   std::function<void(int, double, double)> on_epoch;
+  // A training batch that fails (a worker restarting from its checkpoint,
+  // say) is tried again, in a new context, for up to this long; zero: the
+  // training fails with it.
+  absl::Duration retry_for = absl::ZeroDuration();
 };
 
 struct DigitsResult {
