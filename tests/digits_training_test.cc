@@ -73,6 +73,19 @@ TEST(DigitsTrainingTest, ReachesTheAccuracyThroughTwentyKillsOfItsWorkers) {
   std::atomic<int> kills{0};
   std::atomic<int> failed_restarts{0};
   std::thread chaos([&] {
+    // A worker killed before its first checkpoint would come back empty:
+    // the kills begin once both have one.
+    Client watcher;
+    for (Node& node : nodes) {
+      const bool saved = testing::PollUntil(
+          [&] {
+            absl::StatusOr<v1::ListCheckpointsResponse> listed =
+                watcher.ListCheckpoints(node.worker->address());
+            return trained || (listed.ok() && listed->checkpoints_size() > 0);
+          },
+          absl::Seconds(30));
+      if (!saved) ++failed_restarts;
+    }
     std::mt19937 random(20261130);
     while (kills < 20 && !trained) {
       absl::SleepFor(absl::Milliseconds(
