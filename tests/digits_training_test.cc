@@ -53,8 +53,7 @@ TEST(DigitsTrainingTest, ReachesTheAccuracyThroughTwentyKillsOfItsWorkers) {
     // A port of its own first, to come back on after every kill.
     nodes[n].flags = {absl::StrCat("--checkpoint_dir=", root, "/worker", n),
                       "--checkpoint_every_steps=5"};
-    std::unique_ptr<LocalWorker> first =
-        testing::StartWorkerOrDie(nodes[n].flags);
+    std::unique_ptr<LocalWorker> first = testing::StartWorkerOrDie();
     ASSERT_NE(first, nullptr);
     nodes[n].flags.push_back("--listen=" + first->address());
     ASSERT_EQ(*first->Stop(), 0);
@@ -66,22 +65,23 @@ TEST(DigitsTrainingTest, ReachesTheAccuracyThroughTwentyKillsOfItsWorkers) {
                       "/distopt/data/digits/digits.csv.gz";
   options.worker_a = nodes[0].worker->address();
   options.worker_b = nodes[1].worker->address();
-  options.epochs = 80;  // Long enough for the 20 kills.
+  options.epochs = 150;  // Long enough for the 20 kills, with room.
   options.retry_for = absl::Seconds(30);
 
   std::atomic<bool> trained{false};
   std::atomic<int> kills{0};
   std::atomic<int> failed_restarts{0};
   std::thread chaos([&] {
-    // A worker killed before its first checkpoint would come back empty:
-    // the kills begin once both have one.
+    // A worker killed before its first checkpoint of the model would come
+    // back empty: the kills begin once both have one.
     Client watcher;
     for (Node& node : nodes) {
       const bool saved = testing::PollUntil(
           [&] {
             absl::StatusOr<v1::ListCheckpointsResponse> listed =
                 watcher.ListCheckpoints(node.worker->address());
-            return trained || (listed.ok() && listed->checkpoints_size() > 0);
+            return trained || (listed.ok() && listed->checkpoints_size() > 0 &&
+                               listed->checkpoints(0).parameters() > 0);
           },
           absl::Seconds(30));
       if (!saved) ++failed_restarts;
