@@ -126,11 +126,6 @@ void Checkpointer::RunSchedule() {
     }();
     if (stopping) return;
     absl::StatusOr<SaveReport> saved = Save("periodic");
-    {
-      // Also when the save failed before its copy: the group steps go on.
-      absl::MutexLock lock(&mutex_);
-      group_cut_pending_ = false;
-    }
     // Once per new error: a save refused again and again (a torn model
     // waiting for its repair) does not flood the log.
     if (!saved.ok() && saved.status().ToString() != last_logged) {
@@ -153,6 +148,13 @@ absl::StatusOr<SaveReport> Checkpointer::SaveAtShutdown() {
   return SaveContents("shutdown", /*live=*/true);
 }
 
+absl::Status Checkpointer::Failed(absl::Status status) {
+  absl::MutexLock lock(&mutex_);
+  last_save_error_ = status.ToString();
+  group_cut_pending_ = false;  // The group steps go on without this save.
+  return status;
+}
+
 absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
                                                       bool live) {
   absl::MutexLock one_at_a_time(&saving_);
@@ -163,12 +165,9 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
   if (!damage.ok()) {
     // A model torn by a step that failed half-way is not saved as good:
     // the last good checkpoint stays.
-    absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+    return Failed(absl::FailedPreconditionError(absl::StrCat(
         "--checkpoint_dir=", schedule_.dir,
-        ": not saved, the last good checkpoint is kept: ", damage.message()));
-    absl::MutexLock lock(&mutex_);
-    last_save_error_ = refused.ToString();
-    return refused;
+        ": not saved, the last good checkpoint is kept: ", damage.message())));
   }
   const absl::Time start = absl::Now();
   CheckpointContents contents;
@@ -180,11 +179,7 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
     absl::Status prepared = PrepareCopies(*parameters_, &recycled_values_);
     if (prepared.ok())
       prepared = optimizers_->PrepareSnapshot(&recycled_state_);
-    if (!prepared.ok()) {
-      absl::MutexLock lock(&mutex_);
-      last_save_error_ = prepared.ToString();
-      return prepared;
-    }
+    if (!prepared.ok()) return Failed(prepared);
   }
   // The cut: the table's optimizers, then the ZeRO optimizer, then the
   // post-local SGD one, then the parameters (the order their steps take
@@ -220,7 +215,9 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
       optimizers_->Snapshot(copy_zero, std::move(recycled_state_));
   recycled_state_.clear();
   {
-    // The copy is made: a group step waiting for it may go on.
+    // The copy is made (or failed): a group step waiting for it goes on.
+    // Cleared here and on the refusals above only, never after the
+    // write: a later group step may have asked for the next save by then.
     absl::MutexLock lock(&mutex_);
     group_cut_pending_ = false;
   }

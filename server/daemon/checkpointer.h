@@ -77,6 +77,9 @@ class Checkpointer : public CheckpointControl {
  private:
   absl::StatusOr<SaveReport> SaveContents(const std::string& reason, bool live);
   void RunSchedule();
+  // A save refused before its copy: recorded, and the group steps waiting
+  // for the copy go on. Returns `status`.
+  absl::Status Failed(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const CheckpointSchedule schedule_;
   ParameterStore* const parameters_;

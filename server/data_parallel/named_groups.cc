@@ -2,9 +2,19 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/params/parameter_lookup.h"
 
 namespace distopt {
+
+std::string DescribeGroupNames(const std::vector<NamedGroupSpec>& specs) {
+  std::vector<std::string> groups;
+  for (const NamedGroupSpec& group : specs) {
+    groups.push_back(
+        absl::StrCat("[", absl::StrJoin(group.parameter_names, ", "), "]"));
+  }
+  return absl::StrJoin(groups, " ");
+}
 
 absl::StatusOr<ParameterGroups> FindNamedGroups(
     const ParameterStore& store, const std::vector<NamedGroupSpec>& specs,

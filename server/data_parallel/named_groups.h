@@ -26,6 +26,9 @@ struct NamedGroupSpec {
 
 using ParameterGroups = std::vector<std::vector<std::shared_ptr<Parameter>>>;
 
+// "[a, b] [c]": the groups' parameter names, for messages and comparisons.
+std::string DescribeGroupNames(const std::vector<NamedGroupSpec>& specs);
+
 // The parameters `specs` name; the groups are numbered from `first_group` in
 // messages. NOT_FOUND for an unknown name; INVALID_ARGUMENT for a parameter
 // named twice or already in `taken`.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -13,17 +14,25 @@
 
 namespace distopt {
 
-// Collective, when a group optimizer is created on ranks that may have
-// restored one from their checkpoints. `same` is this rank's verdict on
-// whether its checkpoint holds the optimizer being created (OK when it
-// restored none); `step` the group step it restored (nullopt: none). OK
-// when every rank's verdict is OK and every rank restored the same step
-// (or none did); else FAILED_PRECONDITION on every rank: this rank's
-// verdict, the rank that refused, or every rank's step.
-absl::Status AgreeOnRestoredState(Communicator& communicator,
-                                  const absl::Status& same,
-                                  std::optional<int64_t> step,
-                                  absl::string_view what);
+// What a rank restored of a group optimizer from its checkpoint.
+struct RestoredGroupOptimizer {
+  std::string optimizer;  // Its kind, groups and options, described.
+  int rank = 0;
+  int world_size = 0;
+  int64_t step = 0;  // The group's.
+};
+
+// Collective, when the group optimizer described by `creating` is created
+// (by `create_call`) on ranks that may have restored one (`restored`;
+// nullopt: none). OK when every rank restored the same optimizer, at its
+// own rank and world size, at the same group step (or none did); else
+// FAILED_PRECONDITION on every rank: what this rank's checkpoint holds, the
+// rank that refused, or every rank's step. Nothing is created then.
+absl::Status AgreeOnRestoredState(
+    Communicator& communicator,
+    const std::optional<RestoredGroupOptimizer>& restored,
+    const std::string& creating, absl::string_view what,
+    absl::string_view create_call);
 
 }  // namespace distopt
 

@@ -35,14 +35,10 @@ std::vector<CheckpointSection> OptimizerSections(
 absl::Status RestoreOptimizers(const CheckpointSections& sections,
                                OptimizerTable& table,
                                std::vector<std::string>* dropped) {
-  if (!sections.Has(kHeader)) return absl::OkStatus();
-  absl::StatusOr<std::string> bytes = sections.ReadAll(kHeader);
-  if (!bytes.ok()) return bytes.status();
   checkpoint::SavedOptimizers header;
-  if (!header.ParseFromString(*bytes)) {
-    return absl::DataLossError(
-        absl::StrCat("section ", kHeader, ": not a SavedOptimizers"));
-  }
+  absl::StatusOr<bool> saved_any =
+      ReadMessageSection(sections, kHeader, &header);
+  if (!saved_any.ok() || !*saved_any) return saved_any.status();
   std::vector<const checkpoint::SavedStateDict*> dicts;
   for (const checkpoint::SavedOptimizer& one : header.optimizers()) {
     dicts.push_back(&one.state_dict());

@@ -165,19 +165,16 @@ absl::StatusOr<std::vector<std::string>> LocalSgdRunner::LoadStateDict(
 
 namespace {
 
-std::string Describe(const LocalSgdSpec& spec) {
-  std::vector<std::string> groups;
-  for (const NamedGroupSpec& group : spec.groups) {
-    groups.push_back(
-        absl::StrCat("[", absl::StrJoin(group.parameter_names, ", "), "]"));
-  }
-  const LocalSgdOptions& o = spec.options;
+// An optimizer as a checkpoint's is compared with the one being created.
+std::string Describe(const std::string& kind,
+                     const std::vector<NamedGroupSpec>& groups,
+                     const LocalSgdOptions& o) {
   std::vector<std::string> periods;
   for (const auto& [period, size] : o.averager.periods) {
     periods.push_back(absl::StrCat(period, ":", size));
   }
   return absl::StrCat(
-      spec.kind, " over ", absl::StrJoin(groups, " "), ", averager ",
+      kind, " over ", DescribeGroupNames(groups), ", averager ",
       o.averager.kind == AveragerSpec::Kind::kHierarchical ? "hierarchical"
                                                            : "periodic",
       " {", absl::StrJoin(periods, ", "), "} warm-up ", o.averager.warmup_steps,
@@ -192,26 +189,19 @@ absl::Status LocalSgdRunner::ResumeLocked(Communicator& communicator,
                                           const LocalSgdSpec& spec,
                                           LocalSgdOptimizer& optimizer,
                                           std::vector<std::string>* warnings) {
-  absl::Status same;
-  if (restored_.has_value() && (Describe(restored_->spec) != Describe(spec) ||
-                                restored_->rank != communicator.rank() ||
-                                restored_->world_size != communicator.size())) {
-    same = absl::FailedPreconditionError(absl::StrCat(
-        "post-local SGD: the checkpoint holds rank ", restored_->rank, " of ",
-        restored_->world_size, "'s optimizer (", Describe(restored_->spec),
-        "); expected CreatePostLocalSgd to make the same one on the same rank "
-        "(",
-        Describe(spec),
-        " here), or a daemon started on an empty "
-        "--checkpoint_dir"));
+  std::optional<RestoredGroupOptimizer> restored;
+  if (restored_.has_value()) {
+    const GroupCheckpoint& group = restored_->group;
+    restored = RestoredGroupOptimizer{
+        Describe(group.kind, group.groups, restored_->options), group.rank,
+        group.world_size, group.step};
   }
   absl::Status agreed = AgreeOnRestoredState(
-      communicator, same,
-      restored_.has_value() ? std::optional<int64_t>(restored_->step)
-                            : std::nullopt,
-      "post-local SGD");
+      communicator, restored, Describe(spec.kind, spec.groups, spec.options),
+      "post-local SGD", "CreatePostLocalSgd");
   if (!agreed.ok() || !restored_.has_value()) return agreed;
-  return optimizer.LoadStateDict(restored_->state, restored_->step, warnings);
+  return optimizer.LoadStateDict(restored_->group.state, restored_->group.step,
+                                 warnings);
 }
 
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
@@ -223,14 +213,18 @@ absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
     // the save began left the model torn.
     if (!optimizer_->damage().ok()) return optimizer_->damage();
     saved.emplace();
-    saved->spec = spec_;
-    saved->rank = resources_.rank();
+    GroupCheckpoint& group = saved->group;
+    group.kind = spec_.kind;
+    group.groups = spec_.groups;
+    group.timeout = spec_.timeout;
+    group.rank = resources_.rank();
     GroupMembership* membership = resources_.membership->load();
-    saved->world_size = membership != nullptr ? membership->world_size() : 1;
-    saved->step = optimizer_->step();
+    group.world_size = membership != nullptr ? membership->world_size() : 1;
+    group.step = optimizer_->step();
     absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
     if (!state.ok()) return state.status();
-    saved->state = *std::move(state);
+    group.state = *std::move(state);
+    saved->options = spec_.options;
   }
   absl::Status status = while_stopped();
   if (!status.ok()) return status;

@@ -18,6 +18,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/data_parallel/group_checkpoint.h"
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
@@ -49,11 +50,8 @@ struct LocalSgdInfo {
 // A rank's post-local SGD optimizer as its checkpoint holds it: the
 // specification, the averager's step and the rank's local optimizer state.
 struct LocalSgdCheckpoint {
-  LocalSgdSpec spec;  // subgroup_size resolved.
-  int rank = 0;
-  int world_size = 0;
-  int64_t step = 0;
-  OptimizerStateDict state;
+  GroupCheckpoint group;    // Its step: the averager's; its state: local.
+  LocalSgdOptions options;  // subgroup_size resolved.
 };
 
 class LocalSgdRunner {

@@ -698,6 +698,19 @@ CheckpointSection BytesSection(const std::string& name, std::string bytes) {
   return section;
 }
 
+absl::StatusOr<bool> ReadMessageSection(
+    const CheckpointSections& sections, const std::string& name,
+    google::protobuf::MessageLite* message) {
+  if (!sections.Has(name)) return false;
+  absl::StatusOr<std::string> bytes = sections.ReadAll(name);
+  if (!bytes.ok()) return bytes.status();
+  if (!message->ParseFromString(*bytes)) {
+    return absl::DataLossError(
+        absl::StrCat("section ", name, ": not a ", message->GetTypeName()));
+  }
+  return true;
+}
+
 CheckpointContents LiveContents(const ParameterStore& store) {
   CheckpointContents contents;
   contents.next_parameter_id = store.next_id();

@@ -29,6 +29,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "google/protobuf/message_lite.h"
 #include "server/params/parameter_store.h"
 
 namespace distopt {
@@ -126,6 +127,13 @@ class CheckpointSections {
       absl::FunctionRef<absl::Status(const char* data, size_t size)> consume)
       const = 0;
 };
+
+// The section `name` parsed into `message` (a header a layer wrote with
+// BytesSection); false, reading nothing, when the checkpoint has no such
+// section. DATA_LOSS when it does not parse.
+absl::StatusOr<bool> ReadMessageSection(const CheckpointSections& sections,
+                                        const std::string& name,
+                                        google::protobuf::MessageLite* message);
 
 // Restores what the sections hold, after the parameters were restored. All
 // or nothing: on any error it undoes what it did. DATA_LOSS means the

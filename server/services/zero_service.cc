@@ -7,7 +7,7 @@
 #include "server/services/bucket_bytes.h"
 #include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
-#include "server/services/named_groups_proto.h"
+#include "server/data_parallel/named_groups_proto.h"
 
 namespace distopt {
 namespace {

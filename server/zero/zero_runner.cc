@@ -96,7 +96,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
         return ResumeLocked(communicators.global(), spec, **optimizer);
       });
   if (!ran.ok()) return ran;
-  if (restored_.has_value()) steps_ = restored_->steps;
+  if (restored_.has_value()) steps_ = restored_->group.step;
   restored_.reset();
   spec_ = spec;
   groups_ = *std::move(groups);
@@ -332,36 +332,15 @@ absl::Status ZeroRunner::LoadStateDict(
 
 namespace {
 
-// Why `restored` is not the optimizer `spec` makes on `rank` of
-// `world_size`, or OK.
-absl::Status CheckSameOptimizer(const ZeroCheckpoint& restored,
-                                const ZeroSpec& spec, int rank,
-                                int world_size) {
-  auto names = [](const ZeroSpec& s) {
-    std::vector<std::string> groups;
-    for (const NamedGroupSpec& group : s.groups) {
-      groups.push_back(
-          absl::StrCat("[", absl::StrJoin(group.parameter_names, ", "), "]"));
-    }
-    return absl::StrJoin(groups, " ");
-  };
-  const ZeroOptions& a = restored.spec.options;
-  const ZeroOptions& b = spec.options;
-  if (restored.spec.kind != spec.kind || names(restored.spec) != names(spec) ||
-      a.parameters_as_bucket_view != b.parameters_as_bucket_view ||
-      a.overlap != b.overlap || a.gradient_sharded != b.gradient_sharded ||
-      restored.rank != rank || restored.world_size != world_size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "zero: the checkpoint holds rank ", restored.rank, " of ",
-        restored.world_size, "'s ZeRO optimizer (", restored.spec.kind,
-        " over ", names(restored.spec),
-        ", gradient_sharded=", a.gradient_sharded, ", overlap=", a.overlap,
-        ", parameters_as_bucket_view=", a.parameters_as_bucket_view,
-        "); expected CreateZero to make the same one on the same rank "
-        "(every group, the added ones too), or a daemon started on an empty "
-        "--checkpoint_dir"));
-  }
-  return absl::OkStatus();
+// An optimizer as a checkpoint's is compared with the one being created.
+std::string Describe(const std::string& kind,
+                     const std::vector<NamedGroupSpec>& groups,
+                     const ZeroOptions& options) {
+  return absl::StrCat(
+      kind, " over ", DescribeGroupNames(groups),
+      ", gradient_sharded=", options.gradient_sharded,
+      ", overlap=", options.overlap,
+      ", parameters_as_bucket_view=", options.parameters_as_bucket_view);
 }
 
 }  // namespace
@@ -369,20 +348,20 @@ absl::Status CheckSameOptimizer(const ZeroCheckpoint& restored,
 absl::Status ZeroRunner::ResumeLocked(Communicator& communicator,
                                       const ZeroSpec& spec,
                                       ZeroOptimizer& optimizer) {
-  absl::Status same =
-      restored_.has_value()
-          ? CheckSameOptimizer(*restored_, spec, communicator.rank(),
-                               communicator.size())
-          : absl::OkStatus();
+  std::optional<RestoredGroupOptimizer> restored;
+  if (restored_.has_value()) {
+    const GroupCheckpoint& group = restored_->group;
+    restored = RestoredGroupOptimizer{
+        Describe(group.kind, group.groups, restored_->options), group.rank,
+        group.world_size, group.step};
+  }
   absl::Status agreed = AgreeOnRestoredState(
-      communicator, same,
-      restored_.has_value() ? std::optional<int64_t>(restored_->steps)
-                            : std::nullopt,
-      "zero");
+      communicator, restored, Describe(spec.kind, spec.groups, spec.options),
+      "ZeRO", "CreateZero (with every group, the added ones too)");
   if (!agreed.ok()) return agreed;
   if (!restored_.has_value()) return absl::OkStatus();
   // Each rank keeps its own share: the same partition, so its own shard.
-  return optimizer.LoadStateDict(restored_->shard);
+  return optimizer.LoadStateDict(restored_->group.state);
 }
 
 absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
@@ -394,13 +373,17 @@ absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
     // the save began left the model torn.
     if (!optimizer_->damage().ok()) return optimizer_->damage();
     saved.emplace();
-    saved->spec = spec_;
-    saved->rank = resources_.rank();
-    saved->world_size = static_cast<int>(optimizer_->partition().load.size());
-    saved->steps = steps_;
+    GroupCheckpoint& group = saved->group;
+    group.kind = spec_.kind;
+    group.groups = spec_.groups;
+    group.timeout = spec_.timeout;
+    group.rank = resources_.rank();
+    group.world_size = static_cast<int>(optimizer_->partition().load.size());
+    group.step = steps_;
     absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
     if (!shard.ok()) return shard.status();
-    saved->shard = *std::move(shard);
+    group.state = *std::move(shard);
+    saved->options = spec_.options;
   }
   absl::Status status = while_stopped();
   if (!status.ok()) return status;

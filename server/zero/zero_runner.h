@@ -19,6 +19,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/data_parallel/group_checkpoint.h"
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
@@ -70,11 +71,8 @@ struct NamedStateDict {
 // A rank's ZeRO optimizer as its checkpoint holds it: this rank's shard of
 // the state only (a checkpoint's cost does not grow with the world size).
 struct ZeroCheckpoint {
-  ZeroSpec spec;  // With every group added since its creation.
-  int rank = 0;
-  int world_size = 0;
-  int64_t steps = 0;         // The group's.
-  OptimizerStateDict shard;  // At global positions.
+  GroupCheckpoint group;  // Its state: the shard, at global positions.
+  ZeroOptions options;
 };
 
 class ZeroRunner {

@@ -1,4 +1,4 @@
-#include "server/services/named_groups_proto.h"
+#include "server/data_parallel/named_groups_proto.h"
 
 #include "absl/strings/str_cat.h"
 #include "server/optim/wire_optimizer.h"
@@ -36,6 +36,15 @@ absl::StatusOr<std::vector<NamedGroupSpec>> NamedGroupsFromProto(
     specs.push_back(*std::move(group));
   }
   return specs;
+}
+
+void NamedGroupToProto(const NamedGroupSpec& group, v1::ZeroParamGroup* proto) {
+  for (const auto& [name, value] : group.hyperparameters) {
+    (*proto->mutable_hyperparameters())[name] = HyperValueToProto(value);
+  }
+  for (const std::string& name : group.parameter_names) {
+    proto->add_parameter_names(name);
+  }
 }
 
 }  // namespace distopt

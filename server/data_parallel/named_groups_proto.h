@@ -1,7 +1,8 @@
 // Parameter groups named in a ZeroService or LocalSgdService request
-// (v1::ZeroParamGroup), as the data-parallel optimizers take them.
-#ifndef DISTOPT_SERVER_SERVICES_NAMED_GROUPS_PROTO_H_
-#define DISTOPT_SERVER_SERVICES_NAMED_GROUPS_PROTO_H_
+// (v1::ZeroParamGroup), as the data-parallel optimizers take them, and
+// back (a checkpoint of a group optimizer keeps its groups so).
+#ifndef DISTOPT_SERVER_DATA_PARALLEL_NAMED_GROUPS_PROTO_H_
+#define DISTOPT_SERVER_DATA_PARALLEL_NAMED_GROUPS_PROTO_H_
 
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ absl::StatusOr<NamedGroupSpec> NamedGroupFromProto(
 absl::StatusOr<std::vector<NamedGroupSpec>> NamedGroupsFromProto(
     const google::protobuf::RepeatedPtrField<v1::ZeroParamGroup>& groups);
 
+void NamedGroupToProto(const NamedGroupSpec& group, v1::ZeroParamGroup* proto);
+
 }  // namespace distopt
 
-#endif  // DISTOPT_SERVER_SERVICES_NAMED_GROUPS_PROTO_H_
+#endif  // DISTOPT_SERVER_DATA_PARALLEL_NAMED_GROUPS_PROTO_H_

@@ -1,0 +1,52 @@
+#include "server/data_parallel/group_checkpoint.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/data_parallel/named_groups_proto.h"
+
+namespace distopt {
+
+void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
+                          checkpoint::SavedGroupOptimizer* saved,
+                          StateValuesWriter* values) {
+  saved->set_kind(checkpoint.kind);
+  for (const NamedGroupSpec& group : checkpoint.groups) {
+    NamedGroupToProto(group, saved->add_groups());
+  }
+  saved->set_timeout_ms(absl::ToInt64Milliseconds(checkpoint.timeout));
+  saved->set_rank(checkpoint.rank);
+  saved->set_world_size(checkpoint.world_size);
+  saved->set_step(checkpoint.step);
+  values->Add(checkpoint.state, saved->mutable_state());
+}
+
+absl::StatusOr<GroupCheckpoint> ReadGroupCheckpoint(
+    const checkpoint::SavedGroupOptimizer& saved,
+    const CheckpointSections& sections, const std::string& header_section,
+    const std::string& values_section) {
+  auto damaged = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat("section ", header_section, ": ", what));
+  };
+  if (saved.rank() < 0 || saved.world_size() < 1 ||
+      saved.rank() >= saved.world_size() || saved.step() < 0) {
+    return damaged(absl::StrCat("rank ", saved.rank(), " of ",
+                                saved.world_size(), " at step ", saved.step()));
+  }
+  GroupCheckpoint checkpoint;
+  checkpoint.kind = saved.kind();
+  absl::StatusOr<std::vector<NamedGroupSpec>> groups =
+      NamedGroupsFromProto(saved.groups());
+  if (!groups.ok()) return damaged(groups.status().message());
+  checkpoint.groups = *std::move(groups);
+  checkpoint.timeout = absl::Milliseconds(saved.timeout_ms());
+  checkpoint.rank = saved.rank();
+  checkpoint.world_size = saved.world_size();
+  checkpoint.step = saved.step();
+  absl::StatusOr<std::vector<OptimizerStateDict>> state =
+      ReadStateDicts({&saved.state()}, sections, values_section);
+  if (!state.ok()) return state.status();
+  checkpoint.state = std::move((*state)[0]);
+  return checkpoint;
+}
+
+}  // namespace distopt
