@@ -40,7 +40,6 @@
 #include "client/client.h"
 #include "client/hyperparameters.h"
 #include "client/local_worker.h"
-#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 
 namespace distopt {
 namespace {
@@ -229,20 +228,16 @@ int Run(const fs::path& root) {
       *std::max_element(periodic_steps.begin(), periodic_steps.end());
 
   // One save on demand, its write against the raw disk.
-  auto checkpoints = v1::CheckpointService::NewStub(
-      client.Channel(periodic.daemon->address()));
-  grpc::ClientContext context;
-  v1::CheckpointInfo saved;
-  grpc::Status status =
-      checkpoints->Save(&context, v1::SaveCheckpointRequest(), &saved);
-  if (!status.ok()) {
-    std::printf("Save failed: %s\n", status.error_message().c_str());
+  absl::StatusOr<v1::CheckpointInfo> saved =
+      client.SaveCheckpoint(periodic.daemon->address());
+  if (!saved.ok()) {
+    std::printf("Save failed: %s\n", saved.status().ToString().c_str());
     return 1;
   }
   const double raw_write =
-      TimeRawWrite(root, static_cast<uint64_t>(saved.bytes()));
-  const double save_bandwidth = saved.bytes() / saved.write_seconds();
-  const double raw_write_bandwidth = saved.bytes() / raw_write;
+      TimeRawWrite(root, static_cast<uint64_t>(saved->bytes()));
+  const double save_bandwidth = saved->bytes() / saved->write_seconds();
+  const double raw_write_bandwidth = saved->bytes() / raw_write;
 
   // Restore, cold, against reading the same files cold.
   const fs::path folder = root / "periodic";
@@ -274,7 +269,7 @@ int Run(const fs::path& root) {
       "\nwrite: a save of %.0f MiB wrote at %.0f MiB/s (copy under the locks "
       "%.3f s); the disk, fsync'd sequential writes of as many bytes: %.0f "
       "MiB/s; save/disk %.2f (goal >= 0.7)\n",
-      saved.bytes() / mib, save_bandwidth / mib, saved.snapshot_seconds(),
+      saved->bytes() / mib, save_bandwidth / mib, saved->snapshot_seconds(),
       raw_write_bandwidth / mib, save_bandwidth / raw_write_bandwidth);
   std::printf(
       "overhead of --checkpoint_every_steps=%d, steps back to back (%d "

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
@@ -39,23 +40,20 @@ std::string FreshDir(const std::string& name) {
   return dir.string();
 }
 
-// CheckpointService through its generated gRPC client.
+// CheckpointService through the client library.
 grpc::Status SaveNow(Client& client, const std::string& address,
                      v1::CheckpointInfo* saved) {
-  auto service = v1::CheckpointService::NewStub(client.Channel(address));
-  grpc::ClientContext context;
-  return service->Save(&context, v1::SaveCheckpointRequest(), saved);
+  absl::StatusOr<v1::CheckpointInfo> info = client.SaveCheckpoint(address);
+  if (info.ok()) *saved = *std::move(info);
+  return ToGrpcStatus(info.status());
 }
 
 v1::ListCheckpointsResponse ListSaved(Client& client,
                                       const std::string& address) {
-  auto service = v1::CheckpointService::NewStub(client.Channel(address));
-  grpc::ClientContext context;
-  v1::ListCheckpointsResponse listed;
-  grpc::Status status =
-      service->ListCheckpoints(&context, v1::ListCheckpointsRequest(), &listed);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return listed;
+  absl::StatusOr<v1::ListCheckpointsResponse> listed =
+      client.ListCheckpoints(address);
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  return listed.ok() ? *std::move(listed) : v1::ListCheckpointsResponse();
 }
 
 // Two parameters and an Adam over them, driven step by step with

@@ -12,7 +12,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
@@ -79,15 +78,9 @@ TEST_F(ZeroCheckpointTest, PeriodicSavesAreAtTheSameGroupStepOnEveryRank) {
   // The saves at group steps 2 and 4 are both written on both ranks.
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(testing::PollUntil([&] {
-      auto service =
-          v1::CheckpointService::NewStub(client_->Channel(addresses_[r]));
-      grpc::ClientContext context;
-      v1::ListCheckpointsResponse listed;
-      return service
-                 ->ListCheckpoints(&context, v1::ListCheckpointsRequest(),
-                                   &listed)
-                 .ok() &&
-             listed.checkpoints_size() == 2;
+      absl::StatusOr<v1::ListCheckpointsResponse> listed =
+          client_->ListCheckpoints(addresses_[r]);
+      return listed.ok() && listed->checkpoints_size() == 2;
     })) << "rank "
         << r;
   }

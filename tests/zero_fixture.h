@@ -23,7 +23,6 @@
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
-#include "proto/distopt/v1/checkpoint.grpc.pb.h"
 #include "proto/distopt/v1/zero.grpc.pb.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
@@ -186,11 +185,7 @@ class ZeroServiceTest : public ::testing::Test {
   // --checkpoint_dir in extra_flags_).
   ::testing::AssertionResult SaveOnEveryRank() {
     return OkOnEveryRank([&](int r) {
-      auto service =
-          v1::CheckpointService::NewStub(client_->Channel(addresses_[r]));
-      grpc::ClientContext context;
-      v1::CheckpointInfo saved;
-      return service->Save(&context, v1::SaveCheckpointRequest(), &saved);
+      return ToGrpcStatus(client_->SaveCheckpoint(addresses_[r]).status());
     });
   }
 
