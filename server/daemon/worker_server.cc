@@ -116,7 +116,6 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         worker->checkpointer_->Restore();
     if (!restored.ok()) return restored.status();
     worker->restored_parameters_ = restored->parameters;
-    worker->checkpoint_fell_back_ = restored->fell_back;
     // Before serving: the step observer is set before the first step.
     worker->checkpointer_->Start();
   }

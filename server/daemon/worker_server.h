@@ -87,8 +87,8 @@ class WorkerServer {
   size_t restored_parameters() const { return restored_parameters_; }
   // Empty, or why the previous checkpoint was restored instead of the
   // newest.
-  const std::string& checkpoint_fell_back() const {
-    return checkpoint_fell_back_;
+  std::string checkpoint_fell_back() const {
+    return checkpointer_ == nullptr ? "" : checkpointer_->restore_fell_back();
   }
   // Parameters saved to --checkpoint_dir by Shutdown().
   size_t saved_parameters() const { return saved_parameters_; }
@@ -137,7 +137,6 @@ class WorkerServer {
   std::vector<std::string> plugin_kinds_;
   std::vector<std::string> rejected_plugin_kinds_;
   size_t restored_parameters_ = 0;
-  std::string checkpoint_fell_back_;
   size_t saved_parameters_ = 0;
 };
 
