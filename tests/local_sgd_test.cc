@@ -239,6 +239,60 @@ TEST_F(LocalSgdTest,
   }
 }
 
+// A group checkpoint resumed at another world size: the ranks' local
+// models and states do not map onto the new ranks, so every rank resumes
+// as a copy of the lowest rank that restored it (its parameters and its
+// momentum, read from its folder through the manifest), and the averager's
+// step goes on (no second warm-up).
+TEST_F(LocalSgdTest, AGroupOfAnotherSizeResumesAsCopiesOfItsLowestRank) {
+  StopRanks();
+  const std::string root =
+      std::string(std::getenv("TEST_TMPDIR")) + "/local_sgd_reshard";
+  extra_flags_ = {"--checkpoint_dir=" + root + "/rank{rank}"};
+  StartRanks(2);
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int step = 0; step < 3; ++step) StepEveryRank(step);
+  ASSERT_TRUE(SaveOnEveryRank());
+  const std::vector<Tensor> saved = ReadModel(0);
+  // Step 3 averages nowhere: rank 0's next model depends on its own
+  // gradient and momentum only.
+  ASSERT_THAT(StepEveryRank(3), ElementsAre(0, 0));
+  const std::vector<Tensor> stepped = ReadModel(0);
+
+  std::vector<Tensor> other;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    other.push_back(testing::Ramp(kModel[p].second, 5.0f, -0.5f));
+  }
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart(3, other));
+  ASSERT_TRUE(CreateOnEveryRank(Spec(0.9, 2), &infos).ok());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(infos[r].step(), 3) << r;
+    EXPECT_EQ(infos[r].next_gradient_group_size(), 0) << r;
+  }
+  ExpectEveryRankHolds(saved);
+  // Every rank is rank 0 again: given rank 0's gradients, each takes the
+  // step rank 0 took before the crash.
+  const uint64_t context_id = client_->NewContextId();
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::pair<uint64_t, Tensor>> gradients;
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      gradients.emplace_back(params_[r][p].id, RankGradient(0, p, 3));
+    }
+    ASSERT_TRUE(
+        client_->AccumulateGradients(addresses_[r], context_id, gradients)
+            .ok());
+  }
+  v1::PostLocalSgdStepRequest request;
+  request.set_context_id(context_id);
+  std::vector<v1::PostLocalSgdStepResponse> responses(3);
+  ASSERT_TRUE(OkOnEveryRank([&](int r) {
+    return LocalSgdCall(r, &v1::LocalSgdService::Stub::Step, request,
+                        &responses[r]);
+  }));
+  ExpectEveryRankHolds(stepped);
+}
+
 TEST_F(LocalSgdTest, HierarchicalAveragingOnFourDaemons) {
   StopRanks();
   StartRanks(4);

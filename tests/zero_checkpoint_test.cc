@@ -3,15 +3,19 @@
 // on their folders, CreateZero with the same specification resumes the
 // group (the step count goes on, and training continues bit for bit as an
 // uninterrupted run); ranks that restored different steps, or a different
-// optimizer, are refused on every rank, saying why.
+// optimizer, are refused on every rank, saying why; a group of another
+// world size reshards the checkpoint.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
@@ -26,8 +30,10 @@ class ZeroCheckpointTest : public ZeroServiceTest {
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
     extra_flags_ = {"--checkpoint_dir=" + (root_ / "rank{rank}").string()};
-    StartRanks(2);
+    StartRanks(InitialWorld());
   }
+
+  virtual int InitialWorld() const { return 2; }
 
   fs::path Dir(int rank) const { return root_ / absl::StrCat("rank", rank); }
 
@@ -39,15 +45,24 @@ class ZeroCheckpointTest : public ZeroServiceTest {
     return info.steps();
   }
 
+  // CreateZero(spec) on every rank, `steps` steps (`reference` with them),
+  // then a save on every rank.
+  ::testing::AssertionResult CreateTrainAndSave(
+      const v1::CreateZeroRequest& spec, ReferenceTraining& reference,
+      int steps) {
+    ::testing::AssertionResult done = CreateZeroOnEveryRank(spec);
+    if (done) done = TrainSteps(reference, 0, steps);
+    if (done) done = SaveOnEveryRank();
+    return done;
+  }
+
   fs::path root_;
 };
 
 TEST_F(ZeroCheckpointTest, KilledRanksResumeTheGroupFromTheirShards) {
   const v1::CreateZeroRequest spec = Spec("adam", kLr);
-  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   ReferenceTraining reference("adam");
-  ASSERT_TRUE(TrainSteps(reference, 0, 3));
-  ASSERT_TRUE(SaveOnEveryRank());
+  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 3));
   ReferenceTraining lost("adam");       // Only stepped along.
   ASSERT_TRUE(TrainSteps(lost, 3, 2));  // Lost with the ranks.
 
@@ -94,10 +109,8 @@ TEST_F(ZeroCheckpointTest, PeriodicSavesAreAtTheSameGroupStepOnEveryRank) {
 
 TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {
   const v1::CreateZeroRequest spec = Spec("adam", kLr);
-  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   ReferenceTraining reference("adam");
-  ASSERT_TRUE(TrainSteps(reference, 0, 1));
-  ASSERT_TRUE(SaveOnEveryRank());
+  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 1));
   ASSERT_TRUE(TrainSteps(reference, 1, 2));
   ASSERT_TRUE(SaveOnEveryRank());
   // Rank 1's newest checkpoint is damaged: it falls back to step 1.
@@ -119,7 +132,8 @@ TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {
     EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
         << "rank " << r << ": " << created[r].error_message();
     EXPECT_TRUE(absl::StrContains(created[r].error_message(),
-                                  "rank 0: group step 3, rank 1: group step 1"))
+                                  "rank 0: group step 3 of world size 2, "
+                                  "rank 1: group step 1 of world size 2"))
         << created[r].error_message();
   }
   // Nothing was created: GetZero says so.
@@ -150,45 +164,100 @@ TEST_F(ZeroCheckpointTest, ADifferentOptimizerIsRefusedOnEveryRank) {
       << created[0].error_message();
 }
 
-// A group checkpoint saved at one world size is not loaded at another (not
-// yet: resharding from the shards is future work): every rank refuses,
-// naming the rank and world size its checkpoint holds.
-TEST_F(ZeroCheckpointTest, CheckpointsOfAnotherWorldSizeAreRefused) {
+// The state dict's bytes, the same for the same contents.
+std::string Canonical(const v1::ZeroStateDict& dict) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  dict.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
+}
+
+// (world size saved at, world size resumed at).
+class ZeroCheckpointReshardTest
+    : public ZeroCheckpointTest,
+      public ::testing::WithParamInterface<std::tuple<int, int>> {
+ protected:
+  int InitialWorld() const override { return std::get<0>(GetParam()); }
+};
+
+// A group checkpoint saved at world size W resumes at W': each rank reads
+// its new partition's state from the saved ranks' folders (the manifest
+// names them), ranks new to the group take the checkpoint's model, and
+// the consolidated state is exactly what was saved.
+TEST_P(ZeroCheckpointReshardTest, ResumesAtAnotherWorldSize) {
+  const int resumed_world = std::get<1>(GetParam());
   const v1::CreateZeroRequest spec = Spec("adam", kLr);
-  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   ReferenceTraining reference("adam");
-  ASSERT_TRUE(TrainSteps(reference, 0, 1));
-  ASSERT_TRUE(SaveOnEveryRank());
+  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 3));
+  const std::string saved = Canonical(Consolidated(0));
   const std::vector<Tensor> model = ReadModel(0);
+  ReferenceTraining lost("adam");
+  ASSERT_TRUE(TrainSteps(lost, 3, 1));  // Lost with the ranks.
+
+  // New ranks hold other values: they must take the checkpoint's.
+  std::vector<Tensor> other;
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    other.push_back(testing::Ramp(kModel[p].second, 5.0f, -0.5f));
+  }
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart(resumed_world, other));
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  for (int r = 0; r < resumed_world; ++r) EXPECT_EQ(Steps(r), 3) << r;
+  ExpectEveryRankHolds(model);
+  EXPECT_EQ(Canonical(Consolidated(0)), saved);
+  // And the group trains on at its new size, every rank alike.
+  ASSERT_TRUE(TrainSteps(reference, 3, 2));
+  const std::vector<Tensor> trained = ReadModel(0);
+  ExpectEveryRankHolds(trained);
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::Span<const float> got = trained[p].host_span<float>();
+    absl::Span<const float> want = reference.values()[p].host_span<float>();
+    for (size_t e = 0; e < got.size(); ++e) {
+      // Only the gradients' summation order differs from the reference.
+      ASSERT_NEAR(got[e], want[e], 1e-5f) << kModel[p].first << "[" << e << "]";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ZeroCheckpointReshardTest,
+                         ::testing::Values(std::make_tuple(2, 3),
+                                           std::make_tuple(3, 2),
+                                           std::make_tuple(4, 2)));
+
+// A saved rank's folder that cannot be read refuses the reshard on every
+// rank, naming the folder, the rank and the step; nothing is created.
+TEST_F(ZeroCheckpointTest, AReshardWithoutARanksFolderIsRefused) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ReferenceTraining reference("adam");
+  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 2));
   for (auto& rank : ranks_) rank->Signal(SIGKILL);
   for (auto& rank : ranks_) ASSERT_TRUE(rank->Wait(absl::Seconds(30)).ok());
   ranks_.clear();
-  addresses_.clear();
-  params_.clear();
-  client_ = std::make_unique<Client>();
-  // Three ranks: 0 and 1 on their folders of the group of two, 2 new.
-  world_ = 3;
-  for (int r = 0; r < 3; ++r) {
-    ranks_.push_back(testing::StartRankOrDie(RankFlags(r, 3)));
-    ASSERT_NE(ranks_[r], nullptr);
-    addresses_.push_back(ranks_[r]->address());
-  }
-  for (size_t p = 0; p < kModel.size(); ++p) {
-    ASSERT_TRUE(
-        client_->CreateParameterFrom(addresses_[2], kModel[p].first, model[p])
-            .ok());
-  }
+  // Rank 1's folder is gone with its host; it comes back as an empty one.
+  fs::remove_all(Dir(1));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart(3, reference.values()));
   const std::vector<grpc::Status> created = OnEveryRank([&](int r) {
     v1::ZeroInfo info;
     return CreateZero(r, spec, &info);
   });
+  std::string messages;
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
         << "rank " << r << ": " << created[r].error_message();
+    absl::StrAppend(&messages, created[r].error_message(), "\n");
   }
-  EXPECT_TRUE(absl::StrContains(created[1].error_message(),
-                                "the checkpoint holds rank 1 of 2's"))
-      << created[1].error_message();
+  EXPECT_TRUE(absl::StrContains(
+      messages, absl::StrCat(Dir(1).string(),
+                             " holds no whole checkpoint of rank 1 of 2 at "
+                             "group step 2")))
+      << messages;
+  v1::ZeroInfo info;
+  EXPECT_EQ(
+      Call(0, &v1::ZeroService::Stub::GetZero, v1::GetZeroRequest(), &info)
+          .error_code(),
+      grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 }  // namespace

@@ -189,12 +189,14 @@ class ZeroServiceTest : public ::testing::Test {
     });
   }
 
-  // SIGKILLs every rank, then starts them again with the same flags (on
-  // their checkpoint folders); the parameters are found by name.
-  void KillAndRestart() {
+  // SIGKILLs every rank, then starts `world` ranks (default: as many) with
+  // the same flags (on their checkpoint folders); the parameters are found
+  // by name, or, on a rank that restored none, created at `values`.
+  void KillAndRestart(int world = 0, const std::vector<Tensor>& values = {}) {
     for (auto& rank : ranks_) rank->Signal(SIGKILL);
     for (auto& rank : ranks_) ASSERT_TRUE(rank->Wait(absl::Seconds(30)).ok());
-    const int world = world_;
+    if (world == 0) world = world_;
+    world_ = world;
     ranks_.clear();
     addresses_.clear();
     params_.clear();
@@ -209,6 +211,10 @@ class ZeroServiceTest : public ::testing::Test {
       for (const auto& [name, shape] : kModel) {
         absl::StatusOr<RemoteParameter> found =
             client_->FindParameter(addresses_[r], name);
+        if (absl::IsNotFound(found.status()) && !values.empty()) {
+          found = client_->CreateParameterFrom(addresses_[r], name,
+                                               values[params.size()]);
+        }
         ASSERT_TRUE(found.ok()) << found.status();
         params.push_back(*found);
       }
@@ -337,6 +343,25 @@ class ZeroServiceTest : public ::testing::Test {
       model.push_back(values.ok() ? *std::move(values) : Tensor());
     }
     return model;
+  }
+
+  // ConsolidateStateDict(to) on every rank, then rank `to`'s state dict.
+  v1::ZeroStateDict Consolidated(int to) {
+    v1::ConsolidateZeroStateDictRequest request;
+    request.set_to(to);
+    std::vector<v1::ConsolidateZeroStateDictResponse> responses(world_);
+    std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+      return Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, request,
+                  &responses[r]);
+    });
+    for (int r = 0; r < world_; ++r) {
+      EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
+      EXPECT_EQ(responses[r].holds_state_dict(), r == to) << r;
+    }
+    v1::ZeroStateDict dict;
+    grpc::Status got = GetZeroStateDict(to, &dict);
+    EXPECT_TRUE(got.ok()) << got.error_message();
+    return dict;
   }
 
   // Through the client library's RemoteZero (state dicts in chunks).

@@ -22,24 +22,6 @@ using ::testing::HasSubstr;
 
 constexpr int kStepsEach = 4;
 
-v1::ZeroStateDict Consolidated(ZeroServiceTest& test, int to) {
-  v1::ConsolidateZeroStateDictRequest request;
-  request.set_to(to);
-  std::vector<v1::ConsolidateZeroStateDictResponse> responses(test.world());
-  std::vector<grpc::Status> results = test.OnEveryRank([&](int r) {
-    return test.Call(r, &v1::ZeroService::Stub::ConsolidateStateDict, request,
-                     &responses[r]);
-  });
-  for (int r = 0; r < test.world(); ++r) {
-    EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
-    EXPECT_EQ(responses[r].holds_state_dict(), r == to) << r;
-  }
-  v1::ZeroStateDict dict;
-  grpc::Status got = test.GetZeroStateDict(to, &dict);
-  EXPECT_TRUE(got.ok()) << got.error_message();
-  return dict;
-}
-
 // (world size saved at, world size loaded at).
 class ZeroReshardingTest
     : public ZeroServiceTest,
@@ -59,7 +41,7 @@ TEST_P(ZeroReshardingTest, ALoadedStateDictContinuesLikeAnUninterruptedRun) {
   EXPECT_EQ(GetZeroStateDict(0, &none).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
   const int to = saved_world - 1;
-  const v1::ZeroStateDict saved = Consolidated(*this, to);
+  const v1::ZeroStateDict saved = Consolidated(to);
   // The consolidated dict holds every parameter's state, equal to the
   // reference optimizer's, under the parameters' names.
   ASSERT_EQ(saved.parameter_names_size(), static_cast<int>(kModel.size()));
@@ -110,7 +92,7 @@ TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
   ReferenceTraining reference("adam");
   ASSERT_TRUE(CreateZeroOnEveryRank(Spec("adam", kLr)));
   ASSERT_TRUE(TrainSteps(reference, 0, 2));
-  const v1::ZeroStateDict saved = Consolidated(*this, 0);
+  const v1::ZeroStateDict saved = Consolidated(0);
 
   // Rank 1 is given a dict whose fc1.weight state has the wrong shape.
   v1::ZeroStateDict broken = saved;
@@ -151,7 +133,7 @@ TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
                 HasSubstr("state_dict.parameter_names[1]: \"fc9.bias\""));
   }
   // Nothing changed: training goes on exactly as the reference.
-  const v1::ZeroStateDict after = Consolidated(*this, 0);
+  const v1::ZeroStateDict after = Consolidated(0);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after, saved));
   ASSERT_TRUE(TrainSteps(reference, 2, 2));
   ExpectEveryRankHolds(reference.values());
@@ -315,7 +297,7 @@ TEST_F(ZeroServiceTest, BadArgumentsAreRefusedOnEveryRankAlike) {
   // A state dict whose tensors do not parse is refused on every rank.
   ReferenceTraining reference("sgd");
   ASSERT_TRUE(TrainSteps(reference, 0, 1));
-  v1::ZeroStateDict garbled = Consolidated(*this, 0);
+  v1::ZeroStateDict garbled = Consolidated(0);
   ASSERT_GT(garbled.state_dict().state_size(), 0);
   garbled.mutable_state_dict()
       ->mutable_state(0)

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,15 @@ constexpr const char* kGroupServices[] = {
     "distopt.v1.ZeroService",
 };
 
+// `path` made absolute (as a group checkpoint's manifest names it for the
+// other ranks); empty stays empty.
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  return error ? path : absolute.lexically_normal().string();
+}
+
 }  // namespace
 
 WorkerServer::WorkerServer(const WorkerOptions& options,
@@ -56,10 +67,10 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
                       options.rendezvous, options.group_secret},
                      &group_store_, &membership_view_, &streams_),
       zero_({&parameters_, &contexts_, optimizer_kinds_.get(),
-             &membership_view_}),
+             &membership_view_, AbsolutePath(options.checkpoint_dir)}),
       zero_service_(&zero_, &streams_, &budget_),
       local_sgd_({&parameters_, &contexts_, optimizer_kinds_.get(),
-                  &membership_view_}),
+                  &membership_view_, AbsolutePath(options.checkpoint_dir)}),
       local_sgd_service_(&local_sgd_, &streams_, &budget_),
       optimizer_service_(optimizer_kinds_.get(), &optimizers_, &streams_,
                          &budget_),

@@ -17,12 +17,15 @@ void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
   saved->set_world_size(checkpoint.world_size);
   saved->set_step(checkpoint.step);
   values->Add(checkpoint.state, saved->mutable_state());
+  for (const std::string& dir : checkpoint.rank_dirs) {
+    saved->add_rank_checkpoint_dirs(dir);
+  }
 }
 
-absl::StatusOr<GroupCheckpoint> ReadGroupCheckpoint(
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
     const checkpoint::SavedGroupOptimizer& saved,
     const CheckpointSections& sections, const std::string& header_section,
-    const std::string& values_section) {
+    const std::string& values_section, const GroupCheckpointFilter& wanted) {
   auto damaged = [&](absl::string_view what) {
     return absl::DataLossError(
         absl::StrCat("section ", header_section, ": ", what));
@@ -32,6 +35,13 @@ absl::StatusOr<GroupCheckpoint> ReadGroupCheckpoint(
     return damaged(absl::StrCat("rank ", saved.rank(), " of ",
                                 saved.world_size(), " at step ", saved.step()));
   }
+  if (saved.rank_checkpoint_dirs_size() != 0 &&
+      saved.rank_checkpoint_dirs_size() != saved.world_size()) {
+    return damaged(
+        absl::StrCat("a manifest of ", saved.rank_checkpoint_dirs_size(),
+                     " folders for world size ", saved.world_size()));
+  }
+  if (wanted != nullptr && !wanted(saved)) return std::nullopt;
   GroupCheckpoint checkpoint;
   checkpoint.kind = saved.kind();
   absl::StatusOr<std::vector<NamedGroupSpec>> groups =
@@ -46,7 +56,9 @@ absl::StatusOr<GroupCheckpoint> ReadGroupCheckpoint(
       ReadStateDicts({&saved.state()}, sections, values_section);
   if (!state.ok()) return state.status();
   checkpoint.state = std::move((*state)[0]);
-  return checkpoint;
+  checkpoint.rank_dirs.assign(saved.rank_checkpoint_dirs().begin(),
+                              saved.rank_checkpoint_dirs().end());
+  return std::optional<GroupCheckpoint>(std::move(checkpoint));
 }
 
 }  // namespace distopt

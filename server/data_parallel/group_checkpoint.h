@@ -7,6 +7,8 @@
 #define DISTOPT_SERVER_DATA_PARALLEL_GROUP_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,17 +32,27 @@ struct GroupCheckpoint {
   // This rank's: ZeRO's shard (at global positions), or post-local SGD's
   // local state.
   OptimizerStateDict state;
+  // The manifest: every rank's checkpoint folder, by rank (empty when the
+  // ranks ran without --checkpoint_dir).
+  std::vector<std::string> rank_dirs;
 };
 
 void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
                           checkpoint::SavedGroupOptimizer* saved,
                           StateValuesWriter* values);
 
+// Which checkpoints a reader wants, told from their headers (the values
+// of the others are not read).
+using GroupCheckpointFilter =
+    std::function<bool(const checkpoint::SavedGroupOptimizer&)>;
+
 // DATA_LOSS naming `header_section` (or the values section) for damage.
-absl::StatusOr<GroupCheckpoint> ReadGroupCheckpoint(
+// nullopt when `wanted` (if given) does not want it.
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
     const checkpoint::SavedGroupOptimizer& saved,
     const CheckpointSections& sections, const std::string& header_section,
-    const std::string& values_section);
+    const std::string& values_section,
+    const GroupCheckpointFilter& wanted = nullptr);
 
 }  // namespace distopt
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/autograd/context.h"
@@ -24,6 +25,9 @@ struct RankResources {
   const OptimizerRegistry* kinds = nullptr;
   // Null until (unless) the daemon is in a data-parallel group.
   const std::atomic<GroupMembership*>* membership = nullptr;
+  // The daemon's --checkpoint_dir, absolute (empty: none): the group
+  // checkpoints' manifests name every rank's.
+  std::string checkpoint_dir;
 
   // The daemon's group; FAILED_PRECONDITION when it is in none.
   absl::StatusOr<GroupMembership*> Group() const;

@@ -1,51 +1,128 @@
 #include "server/data_parallel/restored_checkpoint.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/comm/agreement.h"
 
 namespace distopt {
+namespace {
 
-absl::Status AgreeOnRestoredState(
+// The manifest as one string: each folder as <length>:<path>.
+std::string EncodeDirs(const std::vector<std::string>& dirs) {
+  std::string encoded;
+  for (const std::string& dir : dirs) {
+    absl::StrAppend(&encoded, dir.size(), ":", dir);
+  }
+  return encoded;
+}
+
+std::optional<std::vector<std::string>> DecodeDirs(absl::string_view encoded) {
+  std::vector<std::string> dirs;
+  while (!encoded.empty()) {
+    const size_t colon = encoded.find(':');
+    size_t length = 0;
+    if (colon == absl::string_view::npos ||
+        !absl::SimpleAtoi(encoded.substr(0, colon), &length) ||
+        length > encoded.size() - colon - 1) {
+      return std::nullopt;
+    }
+    dirs.emplace_back(encoded.substr(colon + 1, length));
+    encoded.remove_prefix(colon + 1 + length);
+  }
+  return dirs;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(
+    Communicator& communicator, const std::string& mine) {
+  const int size = communicator.size();
+  std::vector<float> lengths(4 * size);
+  absl::Status status = communicator.AllGather(EncodeAsFloats(mine.size()),
+                                               absl::MakeSpan(lengths));
+  if (!status.ok()) return status;
+  size_t longest = 0;
+  for (int r = 0; r < size; ++r) {
+    longest = std::max<size_t>(longest, DecodeFromFloats(&lengths[4 * r]));
+  }
+  if (longest == 0) return std::vector<std::string>(size);
+  std::string blocks(longest * size, '\0');
+  blocks.replace(longest * communicator.rank(), mine.size(), mine);
+  const std::vector<size_t> counts(size, longest);
+  status = communicator.AllGatherBlocks(absl::MakeSpan(blocks), counts);
+  if (!status.ok()) return status;
+  std::vector<std::string> all;
+  for (int r = 0; r < size; ++r) {
+    all.push_back(
+        blocks.substr(longest * r, DecodeFromFloats(&lengths[4 * r])));
+  }
+  return all;
+}
+
+absl::StatusOr<GroupResume> AgreeOnRestoredState(
     Communicator& communicator,
     const std::optional<RestoredGroupOptimizer>& restored,
     const std::string& creating, absl::string_view what,
     absl::string_view create_call) {
+  const int size = communicator.size();
   absl::Status same;
   if (restored.has_value() && (restored->optimizer != creating ||
-                               restored->rank != communicator.rank() ||
-                               restored->world_size != communicator.size())) {
+                               (restored->world_size == size &&
+                                restored->rank != communicator.rank()))) {
     same = absl::FailedPreconditionError(absl::StrCat(
         what, ": the checkpoint holds rank ", restored->rank, " of ",
         restored->world_size, "'s ", what, " optimizer (", restored->optimizer,
         "); expected ", create_call,
-        " to make the same one on the same rank (here: rank ",
-        communicator.rank(), " of ", communicator.size(), ", ", creating,
-        "), or a daemon started on an empty --checkpoint_dir"));
+        " to make the same one, on the same rank in a group of that size "
+        "(here: rank ",
+        communicator.rank(), " of ", size, ", ", creating,
+        ") or in a group of another size (which reshards it), or a daemon "
+        "started on an empty --checkpoint_dir"));
   }
   absl::Status agreed = AgreeOnEveryRank(
       communicator, same, absl::StrCat("the ", what, " of the checkpoints"),
       "nothing was created");
   if (!agreed.ok()) return agreed;
-  const std::optional<int64_t> step =
-      restored.has_value() ? std::optional<int64_t>(restored->step)
-                           : std::nullopt;
-  // Every rank's restored group step (0: none; else the step + 1).
-  std::vector<float> steps(4 * communicator.size());
-  absl::Status gathered = communicator.AllGather(
-      EncodeAsFloats(step.has_value() ? static_cast<uint64_t>(*step) + 1 : 0),
-      absl::MakeSpan(steps));
+  // Every rank's restored group step + 1 (0: none), the world size and the
+  // rank it was saved at.
+  std::vector<float> mine;
+  for (uint64_t value :
+       {restored.has_value() ? static_cast<uint64_t>(restored->step) + 1 : 0,
+        restored.has_value() ? static_cast<uint64_t>(restored->world_size) : 0,
+        restored.has_value() ? static_cast<uint64_t>(restored->rank) : 0}) {
+    const std::vector<float> encoded = EncodeAsFloats(value);
+    mine.insert(mine.end(), encoded.begin(), encoded.end());
+  }
+  std::vector<float> all(mine.size() * size);
+  absl::Status gathered = communicator.AllGather(mine, absl::MakeSpan(all));
   if (!gathered.ok()) return gathered;
-  std::vector<std::string> each;
+  auto field = [&](int r, int k) {
+    return DecodeFromFloats(&all[mine.size() * r + 4 * k]);
+  };
+  GroupResume resume;
+  int source = -1;
+  for (int r = 0; r < size && source < 0; ++r) {
+    if (field(r, 0) != 0) source = r;
+  }
+  if (source < 0) return resume;  // Fresh everywhere.
+  // The ranks that restored one agree on its step and world size; at the
+  // world size it was saved at, every rank restored its own.
   bool differ = false;
-  for (int r = 0; r < communicator.size(); ++r) {
-    const uint64_t at = DecodeFromFloats(&steps[4 * r]);
-    differ = differ || at != DecodeFromFloats(&steps[0]);
+  std::vector<std::string> each;
+  for (int r = 0; r < size; ++r) {
+    const uint64_t at = field(r, 0);
+    differ = differ ||
+             (at == 0 && field(source, 1) == static_cast<uint64_t>(size)) ||
+             (at != 0 &&
+              (at != field(source, 0) || field(r, 1) != field(source, 1)));
     each.push_back(at == 0 ? absl::StrCat("rank ", r, ": none")
-                           : absl::StrCat("rank ", r, ": group step ", at - 1));
+                           : absl::StrCat("rank ", r, ": group step ", at - 1,
+                                          " of world size ", field(r, 1)));
   }
   if (differ) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -53,9 +130,77 @@ absl::Status AgreeOnRestoredState(
         ": the ranks restored different group steps from their "
         "checkpoints (",
         absl::StrJoin(each, ", "),
-        "); expected the same on every rank: restart every rank from a "
-        "checkpoint of the same step, or all from empty folders; nothing was "
-        "created"));
+        "); expected the same step of one group on every rank that restored "
+        "one (and on every rank, at the world size it was saved at): "
+        "restart every rank from a checkpoint of the same step, or all "
+        "from empty folders; nothing was created"));
+  }
+  resume.restored = true;
+  resume.step = static_cast<int64_t>(field(source, 0) - 1);
+  resume.saved_world_size = static_cast<int>(field(source, 1));
+  resume.source_rank = source;
+  resume.source_saved_rank = static_cast<int>(field(source, 2));
+  if (!resume.Reshard(size)) return resume;
+  // The source's manifest reaches every rank.
+  absl::StatusOr<std::vector<std::string>> manifests = AllGatherStrings(
+      communicator,
+      communicator.rank() == source ? EncodeDirs(restored->rank_dirs) : "");
+  if (!manifests.ok()) return manifests.status();
+  std::optional<std::vector<std::string>> dirs =
+      DecodeDirs((*manifests)[source]);
+  if (!dirs.has_value() ||
+      dirs->size() != static_cast<size_t>(resume.saved_world_size)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": rank ", source, "'s checkpoint (group step ", resume.step,
+        " of world size ", resume.saved_world_size,
+        ") names no folder for every rank that saved it; expected a "
+        "checkpoint whose ranks all ran with --checkpoint_dir to resume at "
+        "world size ",
+        size, "; nothing was created"));
+  }
+  resume.rank_dirs = *std::move(dirs);
+  return resume;
+}
+
+absl::Status ReadSavedRank(
+    const GroupResume& resume, int saved_rank, absl::string_view what,
+    absl::FunctionRef<absl::StatusOr<bool>(const CheckpointSections&)> read) {
+  const std::string& dir = resume.rank_dirs[saved_rank];
+  std::vector<std::string> skipped;
+  bool found = false;
+  absl::Status status = VisitCheckpoints(
+      dir,
+      [&](const std::string&,
+          const CheckpointSections& sections) -> absl::StatusOr<bool> {
+        absl::StatusOr<bool> held = read(sections);
+        if (held.ok()) found = *held;
+        return held;
+      },
+      &skipped);
+  if (!status.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": reading rank ", saved_rank,
+                     "'s checkpoint: ", status.message()));
+  }
+  if (found) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": ", dir, " holds no whole checkpoint of rank ", saved_rank,
+      " of ", resume.saved_world_size, " at group step ", resume.step,
+      skipped.empty() ? ""
+                      : absl::StrCat(" (", absl::StrJoin(skipped, "; "), ")"),
+      "; expected every rank's folder of the group that saved it, as its "
+      "manifest names them, readable from every rank"));
+}
+
+absl::Status BroadcastParameters(Communicator& communicator,
+                                 const std::vector<ParamGroup>& groups,
+                                 int root) {
+  for (const ParamGroup& group : groups) {
+    for (Tensor* p : group.params) {
+      absl::Status sent = communicator.BroadcastBytes(
+          absl::MakeSpan(static_cast<char*>(p->data()), p->byte_size()), root);
+      if (!sent.ok()) return sent;
+    }
   }
   return absl::OkStatus();
 }

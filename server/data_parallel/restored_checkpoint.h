@@ -1,16 +1,23 @@
 // What ZeRO and post-local SGD share when a group resumes from its ranks'
 // checkpoints: the collective check that every rank restored the state of
-// the same optimizer at the same group step.
+// the same optimizer at the same group step, and, for a group that resumes
+// at another world size than it saved at, the manifest every rank's
+// checkpoint carries (each rank's --checkpoint_dir when the group formed),
+// through which a rank reads the other ranks' files.
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_RESTORED_CHECKPOINT_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_RESTORED_CHECKPOINT_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/comm/communicator.h"
+#include "server/data_parallel/param_groups.h"
+#include "server/params/checkpoint.h"
 
 namespace distopt {
 
@@ -20,19 +27,67 @@ struct RestoredGroupOptimizer {
   int rank = 0;
   int world_size = 0;
   int64_t step = 0;  // The group's.
+  // The manifest: every rank's checkpoint folder, by rank (empty in
+  // checkpoints saved before there was one).
+  std::vector<std::string> rank_dirs;
+};
+
+// How the group optimizer being created starts.
+struct GroupResume {
+  bool restored = false;  // False: fresh, no rank restored one.
+  int64_t step = 0;       // The group's, when restored.
+  int saved_world_size = 0;
+  // The lowest rank that restored the checkpoint, and the rank it was when
+  // the checkpoint was saved: after a reshard every rank starts from its
+  // parameters.
+  int source_rank = 0;
+  int source_saved_rank = 0;
+  std::vector<std::string> rank_dirs;  // The manifest, on every rank.
+
+  // Each rank restored its own state: same world size, same ranks.
+  bool OwnState(int world_size) const {
+    return restored && saved_world_size == world_size;
+  }
+  // The group resumes at another world size: its state is read from the
+  // files of the ranks that saved it.
+  bool Reshard(int world_size) const {
+    return restored && saved_world_size != world_size;
+  }
 };
 
 // Collective, when the group optimizer described by `creating` is created
 // (by `create_call`) on ranks that may have restored one (`restored`;
-// nullopt: none). OK when every rank restored the same optimizer, at its
-// own rank and world size, at the same group step (or none did); else
+// nullopt: none). OK when every rank restored the same optimizer at its own
+// rank, at the same group step (or none did); or when the ranks that
+// restored one agree on its step and world size and that is not this
+// group's world size (a reshard: ranks without one take part). Else
 // FAILED_PRECONDITION on every rank: what this rank's checkpoint holds, the
-// rank that refused, or every rank's step. Nothing is created then.
-absl::Status AgreeOnRestoredState(
+// rank that refused, or every rank's step and world size. Nothing is
+// created then.
+absl::StatusOr<GroupResume> AgreeOnRestoredState(
     Communicator& communicator,
     const std::optional<RestoredGroupOptimizer>& restored,
     const std::string& creating, absl::string_view what,
     absl::string_view create_call);
+
+// Collective: every rank's `mine`, by rank.
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(
+    Communicator& communicator, const std::string& mine);
+
+// Reads saved rank `saved_rank`'s checkpoint at the group step of `resume`
+// from the folder the manifest names: `read` gets each whole checkpoint
+// there, newest first, and returns true once it held that rank's state of
+// that step. FAILED_PRECONDITION naming the folder, the rank and the step
+// when none did (with why the damaged ones were skipped).
+absl::Status ReadSavedRank(
+    const GroupResume& resume, int saved_rank, absl::string_view what,
+    absl::FunctionRef<absl::StatusOr<bool>(const CheckpointSections&)> read);
+
+// Collective: every rank's `groups` take rank `root`'s values (a group
+// that resumes at another world size starts from one model).
+absl::Status BroadcastParameters(Communicator& communicator,
+                                 const std::vector<ParamGroup>& groups,
+                                 int root);
 
 }  // namespace distopt
 

@@ -34,16 +34,17 @@ std::vector<CheckpointSection> LocalSgdSections(
 }
 
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> ReadLocalSgdCheckpoint(
-    const CheckpointSections& sections) {
+    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
   checkpoint::SavedLocalSgd header;
   absl::StatusOr<bool> saved = ReadMessageSection(sections, kHeader, &header);
   if (!saved.ok()) return saved.status();
   if (!*saved) return std::nullopt;
-  absl::StatusOr<GroupCheckpoint> group =
-      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues);
+  absl::StatusOr<std::optional<GroupCheckpoint>> group =
+      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues, wanted);
   if (!group.ok()) return group.status();
+  if (!group->has_value()) return std::nullopt;
   LocalSgdCheckpoint checkpoint;
-  checkpoint.group = *std::move(group);
+  checkpoint.group = **std::move(group);
   LocalSgdOptions& options = checkpoint.options;
   options.averager.kind = header.hierarchical()
                               ? AveragerSpec::Kind::kHierarchical

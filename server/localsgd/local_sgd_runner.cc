@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
 #include "server/data_parallel/restored_checkpoint.h"
 
@@ -72,19 +73,29 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   if (!groups.ok()) return groups.status();
   std::vector<std::string> warnings;
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
+  absl::StatusOr<std::vector<std::string>> rank_dirs;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators, bool*) {
-        optimizer = LocalSgdOptimizer::Create(
-            communicators, *kind, spec.kind,
-            ToParamGroups(spec.groups, *groups), spec.options, &warnings,
-            &resources_.parameters->budget());
+        const std::vector<ParamGroup> tensors =
+            ToParamGroups(spec.groups, *groups);
+        optimizer = LocalSgdOptimizer::Create(communicators, *kind, spec.kind,
+                                              tensors, spec.options, &warnings,
+                                              &resources_.parameters->budget());
         if (!optimizer.ok()) return optimizer.status();
-        return ResumeLocked(communicators.global(), spec, **optimizer,
+        rank_dirs =
+            AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
+        if (!rank_dirs.ok()) return rank_dirs.status();
+        return ResumeLocked(communicators.global(), spec, tensors, **optimizer,
                             &warnings);
       });
   if (!ran.ok()) return ran;
   restored_.reset();
+  // A manifest names every rank's folder, or none.
+  rank_dirs_ = *std::move(rank_dirs);
+  for (const std::string& dir : rank_dirs_) {
+    if (dir.empty()) rank_dirs_.clear();
+  }
   Log(warnings);
   spec_ = std::move(spec);
   groups_ = *std::move(groups);
@@ -185,23 +196,59 @@ std::string Describe(const std::string& kind,
 
 }  // namespace
 
-absl::Status LocalSgdRunner::ResumeLocked(Communicator& communicator,
-                                          const LocalSgdSpec& spec,
-                                          LocalSgdOptimizer& optimizer,
-                                          std::vector<std::string>* warnings) {
+absl::Status LocalSgdRunner::ResumeLocked(
+    Communicator& communicator, const LocalSgdSpec& spec,
+    const std::vector<ParamGroup>& tensors, LocalSgdOptimizer& optimizer,
+    std::vector<std::string>* warnings) {
   std::optional<RestoredGroupOptimizer> restored;
   if (restored_.has_value()) {
     const GroupCheckpoint& group = restored_->group;
     restored = RestoredGroupOptimizer{
         Describe(group.kind, group.groups, restored_->options), group.rank,
-        group.world_size, group.step};
+        group.world_size, group.step, group.rank_dirs};
   }
-  absl::Status agreed = AgreeOnRestoredState(
+  absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
       "post-local SGD", "CreatePostLocalSgd");
-  if (!agreed.ok() || !restored_.has_value()) return agreed;
-  return optimizer.LoadStateDict(restored_->group.state, restored_->group.step,
-                                 warnings);
+  if (!resume.ok()) return resume.status();
+  if (!resume->restored) return absl::OkStatus();
+  if (resume->OwnState(communicator.size())) {
+    return optimizer.LoadStateDict(restored_->group.state, resume->step,
+                                   warnings);
+  }
+  // Another world size: the ranks' local models and states do not map onto
+  // the new ranks, so every rank resumes as a copy of the lowest rank that
+  // restored the checkpoint (its parameters and local state), as the group
+  // is right after an averaging; the averager's step goes on.
+  absl::StatusOr<OptimizerStateDict> state = OptimizerStateDict();
+  if (communicator.rank() == resume->source_rank) {
+    *state = restored_->group.state;
+  } else {
+    absl::Status read = ReadSavedRank(
+        *resume, resume->source_saved_rank, "post-local SGD",
+        [&](const CheckpointSections& sections) -> absl::StatusOr<bool> {
+          absl::StatusOr<std::optional<LocalSgdCheckpoint>> saved =
+              ReadLocalSgdCheckpoint(
+                  sections, [&](const checkpoint::SavedGroupOptimizer& h) {
+                    return h.rank() == resume->source_saved_rank &&
+                           h.world_size() == resume->saved_world_size &&
+                           h.step() == resume->step;
+                  });
+          if (!saved.ok()) return saved.status();
+          if (!saved->has_value()) return false;
+          *state = std::move((*saved)->group.state);
+          return true;
+        });
+    if (!read.ok()) state = read;
+  }
+  absl::Status read =
+      AgreeOnEveryRank(communicator, state.status(),
+                       "the checkpoint's local state", "nothing was created");
+  if (!read.ok()) return read;
+  absl::Status sent =
+      BroadcastParameters(communicator, tensors, resume->source_rank);
+  if (!sent.ok()) return sent;
+  return optimizer.LoadStateDict(*state, resume->step, warnings);
 }
 
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
@@ -221,6 +268,7 @@ absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
     GroupMembership* membership = resources_.membership->load();
     group.world_size = membership != nullptr ? membership->world_size() : 1;
     group.step = optimizer_->step();
+    group.rank_dirs = rank_dirs_;
     absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
     if (!state.ok()) return state.status();
     group.state = *std::move(state);

@@ -18,10 +18,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/data_parallel/group_checkpoint.h"
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
+#include "server/localsgd/local_sgd_checkpoint.h"
 #include "server/localsgd/local_sgd_optimizer.h"
 
 namespace distopt {
@@ -45,13 +45,6 @@ struct LocalSgdInfo {
   std::vector<std::string> warnings;
   // Not OK after a step failed half-way (see LocalSgdOptimizer::damage).
   absl::Status damage;
-};
-
-// A rank's post-local SGD optimizer as its checkpoint holds it: the
-// specification, the averager's step and the rank's local optimizer state.
-struct LocalSgdCheckpoint {
-  GroupCheckpoint group;    // Its step: the averager's; its state: local.
-  LocalSgdOptions options;  // subgroup_size resolved.
 };
 
 class LocalSgdRunner {
@@ -103,6 +96,7 @@ class LocalSgdRunner {
   // every rank agrees (see SetRestored).
   absl::Status ResumeLocked(Communicator& communicator,
                             const LocalSgdSpec& spec,
+                            const std::vector<ParamGroup>& tensors,
                             LocalSgdOptimizer& optimizer,
                             std::vector<std::string>* warnings)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -115,6 +109,9 @@ class LocalSgdRunner {
   std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
   std::optional<LocalSgdCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
+  // The group checkpoints' manifest: every rank's checkpoint folder (empty
+  // unless every rank has one).
+  std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
 };
 

@@ -1012,6 +1012,44 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
                    ": no whole checkpoint: ", absl::StrJoin(problems, "; ")));
 }
 
+absl::Status VisitCheckpoints(
+    const std::string& dir,
+    absl::FunctionRef<absl::StatusOr<bool>(const std::string&,
+                                           const CheckpointSections&)>
+        visit,
+    std::vector<std::string>* skipped) {
+  const fs::path root(dir);
+  absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+  if (!kept.ok()) return kept.status();
+  // A parameters.new that verifies is the newest (its save stopped before
+  // the renames); one being written now does not verify yet.
+  std::vector<fs::path> folders = {root / "parameters.new",
+                                   root / "parameters"};
+  for (auto k = kept->rbegin(); k != kept->rend(); ++k) {
+    folders.push_back(Previous(root, *k));
+  }
+  for (const fs::path& folder : folders) {
+    if (!Exists(folder)) continue;
+    absl::StatusOr<Verified> verified = Verify(folder);
+    if (!verified.ok() && !absl::IsDataLoss(verified.status())) {
+      return verified.status();
+    }
+    if (!verified.ok()) {
+      skipped->push_back(std::string(verified.status().message()));
+      continue;
+    }
+    FolderSections sections(folder, verified->index);
+    absl::StatusOr<bool> found = visit(folder.string(), sections);
+    if (absl::IsDataLoss(found.status())) {
+      skipped->push_back(std::string(found.status().message()));
+      continue;
+    }
+    if (!found.ok()) return found.status();
+    if (*found) break;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
     const std::string& dir) {
   const fs::path root(dir);

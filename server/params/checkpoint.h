@@ -155,6 +155,18 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
     ParameterStore& store, const std::string& dir,
     const SectionsRestorer& restore_sections = nullptr);
 
+// Reads the checkpoints kept in `dir` without restoring anything (another
+// rank's folder, when a group resumes at another world size), newest
+// first: `visit` gets each whole one's folder name and sections and
+// returns true once it found what it looks for, which ends the visit.
+// Damaged ones are skipped, each one's problem appended to `skipped`.
+absl::Status VisitCheckpoints(
+    const std::string& dir,
+    absl::FunctionRef<absl::StatusOr<bool>(const std::string& folder,
+                                           const CheckpointSections& sections)>
+        visit,
+    std::vector<std::string>* skipped);
+
 // One checkpoint in a folder, newest first in ListCheckpoints.
 struct CheckpointListing {
   std::string folder;   // "parameters", "parameters.3", ...

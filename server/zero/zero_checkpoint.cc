@@ -23,16 +23,17 @@ std::vector<CheckpointSection> ZeroSections(const ZeroCheckpoint& saved) {
 }
 
 absl::StatusOr<std::optional<ZeroCheckpoint>> ReadZeroCheckpoint(
-    const CheckpointSections& sections) {
+    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
   checkpoint::SavedZero header;
   absl::StatusOr<bool> saved = ReadMessageSection(sections, kHeader, &header);
   if (!saved.ok()) return saved.status();
   if (!*saved) return std::nullopt;
-  absl::StatusOr<GroupCheckpoint> group =
-      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues);
+  absl::StatusOr<std::optional<GroupCheckpoint>> group =
+      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues, wanted);
   if (!group.ok()) return group.status();
+  if (!group->has_value()) return std::nullopt;
   ZeroCheckpoint checkpoint;
-  checkpoint.group = *std::move(group);
+  checkpoint.group = **std::move(group);
   checkpoint.options.parameters_as_bucket_view =
       header.parameters_as_bucket_view();
   checkpoint.options.overlap = header.overlap();

@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
 #include "server/data_parallel/restored_checkpoint.h"
+#include "server/zero/zero_reshard.h"
 
 namespace distopt {
 namespace {
@@ -85,19 +87,32 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
       FindNamedGroups(*resources_.parameters, spec.groups, 0);
   if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
+  absl::StatusOr<int64_t> resumed_step;
+  absl::StatusOr<std::vector<std::string>> rank_dirs;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators, bool*) {
-        optimizer = ZeroOptimizer::Create(
-            &communicators.global(), *kind, spec.kind,
-            ToParamGroups(spec.groups, *groups), spec.options,
-            &resources_.parameters->budget());
+        const std::vector<ParamGroup> tensors =
+            ToParamGroups(spec.groups, *groups);
+        optimizer = ZeroOptimizer::Create(&communicators.global(), *kind,
+                                          spec.kind, tensors, spec.options,
+                                          &resources_.parameters->budget());
         if (!optimizer.ok()) return optimizer.status();
-        return ResumeLocked(communicators.global(), spec, **optimizer);
+        rank_dirs =
+            AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
+        if (!rank_dirs.ok()) return rank_dirs.status();
+        resumed_step =
+            ResumeLocked(communicators.global(), spec, tensors, **optimizer);
+        return resumed_step.status();
       });
   if (!ran.ok()) return ran;
-  if (restored_.has_value()) steps_ = restored_->group.step;
+  steps_ = *resumed_step;
   restored_.reset();
+  // A manifest names every rank's folder, or none.
+  rank_dirs_ = *std::move(rank_dirs);
+  for (const std::string& dir : rank_dirs_) {
+    if (dir.empty()) rank_dirs_.clear();
+  }
   spec_ = spec;
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
@@ -345,23 +360,44 @@ std::string Describe(const std::string& kind,
 
 }  // namespace
 
-absl::Status ZeroRunner::ResumeLocked(Communicator& communicator,
-                                      const ZeroSpec& spec,
-                                      ZeroOptimizer& optimizer) {
+absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
+    Communicator& communicator, const ZeroSpec& spec,
+    const std::vector<ParamGroup>& tensors, ZeroOptimizer& optimizer) {
   std::optional<RestoredGroupOptimizer> restored;
   if (restored_.has_value()) {
     const GroupCheckpoint& group = restored_->group;
     restored = RestoredGroupOptimizer{
         Describe(group.kind, group.groups, restored_->options), group.rank,
-        group.world_size, group.step};
+        group.world_size, group.step, group.rank_dirs};
   }
-  absl::Status agreed = AgreeOnRestoredState(
+  absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
       "ZeRO", "CreateZero (with every group, the added ones too)");
-  if (!agreed.ok()) return agreed;
-  if (!restored_.has_value()) return absl::OkStatus();
-  // Each rank keeps its own share: the same partition, so its own shard.
-  return optimizer.LoadStateDict(restored_->group.state);
+  if (!resume.ok()) return resume.status();
+  if (!resume->restored) return 0;
+  if (resume->OwnState(communicator.size())) {
+    // Each rank keeps its own share: the same partition, so its own shard.
+    absl::Status loaded = optimizer.LoadStateDict(restored_->group.state);
+    if (!loaded.ok()) return loaded;
+    return resume->step;
+  }
+  // Another world size: every rank reads its new share from the saved
+  // ranks' files, all before anything changes.
+  absl::StatusOr<OptimizerStateDict> share = ReadReshardedState(
+      *resume, tensors, optimizer.partition(), communicator.rank());
+  absl::Status read =
+      AgreeOnEveryRank(communicator, share.status(), "the checkpoint's shards",
+                       "nothing was created");
+  if (!read.ok()) return read;
+  // Ranks new to the group start from the model the checkpoint holds: that
+  // of the lowest rank that restored it (every rank's is the same at a
+  // group step).
+  absl::Status sent =
+      BroadcastParameters(communicator, tensors, resume->source_rank);
+  if (!sent.ok()) return sent;
+  absl::Status loaded = optimizer.LoadStateDict(*share);
+  if (!loaded.ok()) return loaded;
+  return resume->step;
 }
 
 absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
@@ -380,6 +416,7 @@ absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
     group.rank = resources_.rank();
     group.world_size = static_cast<int>(optimizer_->partition().load.size());
     group.step = steps_;
+    group.rank_dirs = rank_dirs_;
     absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
     if (!shard.ok()) return shard.status();
     group.state = *std::move(shard);

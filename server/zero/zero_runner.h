@@ -19,10 +19,10 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/data_parallel/group_checkpoint.h"
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
+#include "server/zero/zero_checkpoint.h"
 #include "server/zero/zero_optimizer.h"
 
 namespace distopt {
@@ -68,13 +68,6 @@ struct NamedStateDict {
   std::vector<std::string> parameter_names;
 };
 
-// A rank's ZeRO optimizer as its checkpoint holds it: this rank's shard of
-// the state only (a checkpoint's cost does not grow with the world size).
-struct ZeroCheckpoint {
-  GroupCheckpoint group;  // Its state: the shard, at global positions.
-  ZeroOptions options;
-};
-
 class ZeroRunner {
  public:
   explicit ZeroRunner(const RankResources& resources) : resources_(resources) {}
@@ -110,10 +103,14 @@ class ZeroRunner {
       ABSL_LOCKS_EXCLUDED(mutex_);
   // What the daemon's checkpoint held: the next Create resumes it, on every
   // rank at once. Create then checks, collectively, that it creates the
-  // same optimizer (kind, groups and their parameters, options, rank and
-  // world size) and that every rank restored the same group step
-  // (FAILED_PRECONDITION saying which step each rank has otherwise, and
-  // nothing is created); the shards are loaded and the step count goes on.
+  // same optimizer (kind, groups and their parameters, options) and that
+  // every rank restored the same group step (FAILED_PRECONDITION saying
+  // which step each rank has otherwise, and nothing is created); the shards
+  // are loaded and the step count goes on. A group of another world size
+  // than the checkpoint's reshards it: ranks that restored none take part,
+  // and every rank reads its share from the saved ranks' folders as the
+  // checkpoint's manifest names them (on a filesystem every rank can read:
+  // a shared one across hosts).
   void SetRestored(ZeroCheckpoint restored) ABSL_LOCKS_EXCLUDED(mutex_);
   // Called around every step (periodic checkpoints of the group). Set
   // them before the first step.
@@ -130,8 +127,14 @@ class ZeroRunner {
   ZeroInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Collective, in Create: loads the restored shard into `optimizer` if
   // every rank agrees (see SetRestored).
-  absl::Status ResumeLocked(Communicator& communicator, const ZeroSpec& spec,
-                            ZeroOptimizer& optimizer)
+  // Returns the group step it resumes at (0 when fresh). At another world
+  // size than the checkpoint's, the state is resharded from the saved
+  // ranks' files and every rank takes the parameters of the lowest rank
+  // that restored them.
+  absl::StatusOr<int64_t> ResumeLocked(Communicator& communicator,
+                                       const ZeroSpec& spec,
+                                       const std::vector<ParamGroup>& tensors,
+                                       ZeroOptimizer& optimizer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Refreshes what Get reports, here and, for the other ranks, in the
   // group's store.
@@ -146,6 +149,9 @@ class ZeroRunner {
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
   std::optional<ZeroCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
+  // The group checkpoints' manifest: every rank's checkpoint folder (empty
+  // unless every rank has one).
+  std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
