@@ -2,9 +2,10 @@
 // shard with the group's step; after the ranks are SIGKILLed and restarted
 // on their folders, CreateZero with the same specification resumes the
 // group (the step count goes on, and training continues bit for bit as an
-// uninterrupted run); ranks that restored different steps, or a different
-// optimizer, are refused on every rank, saying why; a group of another
-// world size reshards the checkpoint.
+// uninterrupted run); ranks whose newest checkpoints hold different steps
+// resume the newest step every rank keeps; ranks with no such step, or a
+// different optimizer, are refused on every rank, saying why; a group of
+// another world size reshards the checkpoint.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -107,14 +108,18 @@ TEST_F(ZeroCheckpointTest, PeriodicSavesAreAtTheSameGroupStepOnEveryRank) {
   ExpectEveryRankHolds(reference.values());
 }
 
-TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {
-  const v1::CreateZeroRequest spec = Spec("adam", kLr);
-  ReferenceTraining reference("adam");
-  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 1));
-  ASSERT_TRUE(TrainSteps(reference, 1, 2));
-  ASSERT_TRUE(SaveOnEveryRank());
-  // Rank 1's newest checkpoint is damaged: it falls back to step 1.
-  {
+// Saves at group steps 1 and 3 on both ranks; rank 1's newest is then
+// damaged, so that it restores step 1 while rank 0 restores step 3 (as
+// after a crash between the ranks' writes of the save at step 3).
+// `reference` is left at step 1.
+class ZeroTornSaveTest : public ZeroCheckpointTest {
+ protected:
+  void SaveTwiceAndDamageRankOnesNewest(const v1::CreateZeroRequest& spec,
+                                        ReferenceTraining& reference) {
+    ASSERT_TRUE(CreateTrainAndSave(spec, reference, 1));
+    ReferenceTraining ahead("adam");  // Only stepped along.
+    ASSERT_TRUE(TrainSteps(ahead, 1, 2));
+    ASSERT_TRUE(SaveOnEveryRank());
     const fs::path values = Dir(1) / "parameters" / "values.bin";
     std::fstream file(values, std::ios::in | std::ios::out | std::ios::binary);
     char byte = 0;
@@ -123,6 +128,34 @@ TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {
     byte = static_cast<char>(byte ^ 0x40);
     file.write(&byte, 1);
   }
+};
+
+// The ranks' newest checkpoints hold different group steps: they resume
+// at the newest step every rank keeps, rank 0 from its older checkpoint
+// (parameters and shard), and train on as an uninterrupted run.
+TEST_F(ZeroTornSaveTest, RanksResumeTheNewestGroupStepEveryRankKeeps) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ReferenceTraining reference("adam");
+  ASSERT_NO_FATAL_FAILURE(SaveTwiceAndDamageRankOnesNewest(spec, reference));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  EXPECT_EQ(Steps(0), 1);
+  EXPECT_EQ(Steps(1), 1);
+  ExpectEveryRankHolds(reference.values());
+  ASSERT_TRUE(TrainSteps(reference, 1, 2));
+  ExpectEveryRankHolds(reference.values());
+}
+
+// With no step that every rank keeps, every rank refuses, saying which
+// step each restored and which each keeps; nothing is created.
+TEST_F(ZeroTornSaveTest, RanksWithNoCommonGroupStepAreRefused) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ReferenceTraining reference("adam");
+  ASSERT_NO_FATAL_FAILURE(SaveTwiceAndDamageRankOnesNewest(spec, reference));
+  for (auto& rank : ranks_) rank->Signal(SIGKILL);
+  for (auto& rank : ranks_) ASSERT_TRUE(rank->Wait(absl::Seconds(30)).ok());
+  ranks_.clear();
+  fs::remove_all(Dir(0) / "parameters.1");  // Rank 0 keeps step 3 only.
   ASSERT_NO_FATAL_FAILURE(KillAndRestart());
   const std::vector<grpc::Status> created = OnEveryRank([&](int r) {
     v1::ZeroInfo info;
@@ -131,9 +164,10 @@ TEST_F(ZeroCheckpointTest, RanksThatRestoredDifferentStepsAreRefused) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
         << "rank " << r << ": " << created[r].error_message();
-    EXPECT_TRUE(absl::StrContains(created[r].error_message(),
-                                  "rank 0: group step 3 of world size 2, "
-                                  "rank 1: group step 1 of world size 2"))
+    EXPECT_TRUE(
+        absl::StrContains(created[r].error_message(),
+                          "rank 0: group step 3 of world size 2 (keeps 3), "
+                          "rank 1: group step 1 of world size 2 (keeps 1)"))
         << created[r].error_message();
   }
   // Nothing was created: GetZero says so.

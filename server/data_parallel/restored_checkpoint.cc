@@ -1,12 +1,15 @@
 #include "server/data_parallel/restored_checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "server/comm/agreement.h"
 
 namespace distopt {
@@ -124,6 +127,37 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
                            : absl::StrCat("rank ", r, ": group step ", at - 1,
                                           " of world size ", field(r, 1)));
   }
+  bool every_rank_at_this_size = true;
+  for (int r = 0; r < size; ++r) {
+    every_rank_at_this_size = every_rank_at_this_size && field(r, 0) != 0 &&
+                              field(r, 1) == static_cast<uint64_t>(size);
+  }
+  if (differ && every_rank_at_this_size) {
+    // A save not every rank finished: the newest step every rank keeps.
+    absl::StatusOr<std::vector<std::string>> held = AllGatherStrings(
+        communicator, absl::StrJoin(restored->held_steps, ","));
+    if (!held.ok()) return held.status();
+    std::set<int64_t> common;
+    for (int r = 0; r < size; ++r) {
+      std::set<int64_t> steps;
+      for (absl::string_view text :
+           absl::StrSplit((*held)[r], ',', absl::SkipEmpty())) {
+        int64_t step = 0;
+        if (absl::SimpleAtoi(text, &step) && (r == 0 || common.count(step))) {
+          steps.insert(step);
+        }
+      }
+      common = std::move(steps);
+      absl::StrAppend(&each[r], " (keeps ",
+                      (*held)[r].empty() ? "none" : (*held)[r], ")");
+    }
+    if (!common.empty()) {
+      resume.restored = true;
+      resume.step = *common.rbegin();
+      resume.saved_world_size = size;
+      return resume;
+    }
+  }
   if (differ) {
     return absl::FailedPreconditionError(absl::StrCat(
         what,
@@ -131,9 +165,9 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
         "checkpoints (",
         absl::StrJoin(each, ", "),
         "); expected the same step of one group on every rank that restored "
-        "one (and on every rank, at the world size it was saved at): "
-        "restart every rank from a checkpoint of the same step, or all "
-        "from empty folders; nothing was created"));
+        "one (and on every rank, at the world size it was saved at), or one "
+        "that every rank keeps: restart every rank from a checkpoint of the "
+        "same step, or all from empty folders; nothing was created"));
   }
   resume.restored = true;
   resume.step = static_cast<int64_t>(field(source, 0) - 1);
@@ -162,32 +196,152 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
   return resume;
 }
 
+namespace {
+
+// Visits the whole checkpoints in `dir`, newest first, until `found`
+// returns true; false when none did. `skipped` gets why the damaged ones
+// were passed over.
+absl::StatusOr<bool> FindInCheckpoints(
+    const std::string& dir,
+    absl::FunctionRef<absl::StatusOr<bool>(const CheckpointSections&)> found,
+    std::vector<std::string>* skipped) {
+  bool any = false;
+  absl::Status status = VisitCheckpoints(
+      dir,
+      [&](const std::string&,
+          const CheckpointSections& sections) -> absl::StatusOr<bool> {
+        absl::StatusOr<bool> held = found(sections);
+        if (held.ok()) any = *held;
+        return held;
+      },
+      skipped);
+  if (!status.ok()) return status;
+  return any;
+}
+
+std::string Skipped(const std::vector<std::string>& skipped) {
+  return skipped.empty()
+             ? ""
+             : absl::StrCat(" (", absl::StrJoin(skipped, "; "), ")");
+}
+
+// This rank's own checkpoint of the group step agreed on, from `dir`: its
+// state, and the values saved there of every parameter of `groups`, in
+// order.
+absl::StatusOr<std::pair<OptimizerStateDict, std::vector<Tensor>>>
+ReadOlderGroupStep(const std::string& dir, const GroupResume& resume, int rank,
+                   int world_size, absl::string_view what,
+                   const std::vector<NamedGroupSpec>& names,
+                   const std::vector<ParamGroup>& groups,
+                   GroupCheckpointReader read) {
+  std::pair<OptimizerStateDict, std::vector<Tensor>> older;
+  std::vector<std::string> skipped;
+  absl::StatusOr<bool> found = FindInCheckpoints(
+      dir,
+      [&](const CheckpointSections& sections) -> absl::StatusOr<bool> {
+        absl::StatusOr<std::optional<GroupCheckpoint>> state =
+            read(sections, [&](const checkpoint::SavedGroupOptimizer& h) {
+              return h.rank() == rank && h.world_size() == world_size &&
+                     h.step() == resume.step;
+            });
+        if (!state.ok()) return state.status();
+        if (!state->has_value()) return false;
+        older.first = std::move((*state)->state);
+        older.second.clear();
+        for (size_t g = 0; g < groups.size(); ++g) {
+          for (size_t i = 0; i < groups[g].params.size(); ++i) {
+            const Tensor& live = *groups[g].params[i];
+            absl::StatusOr<Tensor> saved =
+                Tensor::AllocateHost(live.dtype(), live.shape());
+            if (!saved.ok()) return saved.status();
+            absl::Status values = sections.ReadParameterValues(
+                names[g].parameter_names[i], *saved);
+            if (!values.ok()) return values;
+            older.second.push_back(*std::move(saved));
+          }
+        }
+        return true;
+      },
+      &skipped);
+  if (!found.ok() || !*found) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the ranks agreed on group step ", resume.step,
+        ", which every rank keeps, but ", dir,
+        " no longer holds a whole checkpoint of it for rank ", rank,
+        found.ok() ? "" : absl::StrCat(": ", found.status().message()),
+        Skipped(skipped), "; nothing was created"));
+  }
+  return older;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(
+    const std::string& dir, int rank, int world_size,
+    GroupCheckpointReader read) {
+  std::vector<int64_t> steps;
+  std::vector<std::string> skipped;
+  absl::StatusOr<bool> found = FindInCheckpoints(
+      dir,
+      [&](const CheckpointSections& sections) -> absl::StatusOr<bool> {
+        absl::Status header =
+            read(sections, [&](const checkpoint::SavedGroupOptimizer& h) {
+              if (h.rank() == rank && h.world_size() == world_size) {
+                steps.push_back(h.step());
+              }
+              return false;  // Headers only.
+            }).status();
+        if (!header.ok()) return header;
+        return false;
+      },
+      &skipped);
+  if (!found.ok()) return found.status();
+  return steps;
+}
+
+absl::StatusOr<OptimizerStateDict> ResumeOwnState(
+    Communicator& communicator, const GroupResume& resume,
+    const GroupCheckpoint& restored, const std::string& dir,
+    absl::string_view what, const std::vector<NamedGroupSpec>& names,
+    const std::vector<ParamGroup>& groups, GroupCheckpointReader read) {
+  absl::StatusOr<std::pair<OptimizerStateDict, std::vector<Tensor>>> older =
+      std::pair<OptimizerStateDict, std::vector<Tensor>>();
+  const bool fall_back = resume.OlderThan(restored.step);
+  if (fall_back) {
+    older = ReadOlderGroupStep(dir, resume, communicator.rank(),
+                               communicator.size(), what, names, groups, read);
+  }
+  // Every rank read its own before any parameter changes.
+  absl::Status agreed = AgreeOnEveryRank(communicator, older.status(),
+                                         "the checkpoints of the group step",
+                                         "nothing was created");
+  if (!agreed.ok()) return agreed;
+  if (!fall_back) return restored.state;
+  size_t k = 0;
+  for (const ParamGroup& group : groups) {
+    for (Tensor* p : group.params) {
+      std::memcpy(p->data(), older->second[k++].data(), p->byte_size());
+    }
+  }
+  return std::move(older->first);
+}
+
 absl::Status ReadSavedRank(
     const GroupResume& resume, int saved_rank, absl::string_view what,
     absl::FunctionRef<absl::StatusOr<bool>(const CheckpointSections&)> read) {
   const std::string& dir = resume.rank_dirs[saved_rank];
   std::vector<std::string> skipped;
-  bool found = false;
-  absl::Status status = VisitCheckpoints(
-      dir,
-      [&](const std::string&,
-          const CheckpointSections& sections) -> absl::StatusOr<bool> {
-        absl::StatusOr<bool> held = read(sections);
-        if (held.ok()) found = *held;
-        return held;
-      },
-      &skipped);
-  if (!status.ok()) {
+  absl::StatusOr<bool> found = FindInCheckpoints(dir, read, &skipped);
+  if (!found.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": reading rank ", saved_rank,
-                     "'s checkpoint: ", status.message()));
+                     "'s checkpoint: ", found.status().message()));
   }
-  if (found) return absl::OkStatus();
+  if (*found) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       what, ": ", dir, " holds no whole checkpoint of rank ", saved_rank,
       " of ", resume.saved_world_size, " at group step ", resume.step,
-      skipped.empty() ? ""
-                      : absl::StrCat(" (", absl::StrJoin(skipped, "; "), ")"),
+      Skipped(skipped),
       "; expected every rank's folder of the group that saved it, as its "
       "manifest names them, readable from every rank"));
 }

@@ -16,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/comm/communicator.h"
+#include "server/data_parallel/group_checkpoint.h"
+#include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/param_groups.h"
 #include "server/params/checkpoint.h"
 
@@ -30,6 +32,9 @@ struct RestoredGroupOptimizer {
   // The manifest: every rank's checkpoint folder, by rank (empty in
   // checkpoints saved before there was one).
   std::vector<std::string> rank_dirs;
+  // The group steps of this optimizer, at this rank and world size, in all
+  // the checkpoints the rank keeps (see HeldGroupSteps).
+  std::vector<int64_t> held_steps;
 };
 
 // How the group optimizer being created starts.
@@ -44,6 +49,13 @@ struct GroupResume {
   int source_saved_rank = 0;
   std::vector<std::string> rank_dirs;  // The manifest, on every rank.
 
+  // A save that not every rank finished (a crash between the ranks'
+  // writes) left the ranks' newest checkpoints at different group steps:
+  // they agreed on the newest step every rank still keeps, and a rank whose
+  // restored step is another reads that older checkpoint of its own.
+  bool OlderThan(int64_t restored_step) const {
+    return restored && step != restored_step;
+  }
   // Each rank restored its own state: same world size, same ranks.
   bool OwnState(int world_size) const {
     return restored && saved_world_size == world_size;
@@ -58,17 +70,45 @@ struct GroupResume {
 // Collective, when the group optimizer described by `creating` is created
 // (by `create_call`) on ranks that may have restored one (`restored`;
 // nullopt: none). OK when every rank restored the same optimizer at its own
-// rank, at the same group step (or none did); or when the ranks that
-// restored one agree on its step and world size and that is not this
-// group's world size (a reshard: ranks without one take part). Else
-// FAILED_PRECONDITION on every rank: what this rank's checkpoint holds, the
-// rank that refused, or every rank's step and world size. Nothing is
-// created then.
+// rank, at the same group step (or none did), or each keeps a checkpoint of
+// one step (the newest such is agreed on: see GroupResume::OlderThan); or
+// when the ranks that restored one agree on its step and world size and
+// that is not this group's world size (a reshard: ranks without one take
+// part). Else FAILED_PRECONDITION on every rank: what this rank's
+// checkpoint holds, the rank that refused, or every rank's steps and world
+// size. Nothing is created then.
 absl::StatusOr<GroupResume> AgreeOnRestoredState(
     Communicator& communicator,
     const std::optional<RestoredGroupOptimizer>& restored,
     const std::string& creating, absl::string_view what,
     absl::string_view create_call);
+
+// Reads a group optimizer's checkpoint from its sections, as
+// ReadZeroCheckpoint and ReadLocalSgdCheckpoint do, keeping only what
+// `wanted` wants (whose values alone are read): its group part.
+using GroupCheckpointReader =
+    absl::FunctionRef<absl::StatusOr<std::optional<GroupCheckpoint>>(
+        const CheckpointSections&, const GroupCheckpointFilter& wanted)>;
+
+// The group steps (newest first) of the checkpoints kept in `dir` that hold
+// the optimizer `read` reads at `rank` of `world_size`; only headers are
+// read. Damaged checkpoints are left out.
+absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(const std::string& dir,
+                                                    int rank, int world_size,
+                                                    GroupCheckpointReader read);
+
+// Collective, for a group that resumes at the world size it was saved at
+// (GroupResume::OwnState): this rank's state to load, the `restored` one's,
+// or, when the ranks agreed on an older group step (GroupResume::OlderThan),
+// that of its own checkpoint of that step in `dir`, whose saved values then
+// replace those of every parameter of `groups` (named by `names`) once
+// every rank read its own. FAILED_PRECONDITION on every rank, with nothing
+// changed, when a rank's older checkpoint is no longer there or not whole.
+absl::StatusOr<OptimizerStateDict> ResumeOwnState(
+    Communicator& communicator, const GroupResume& resume,
+    const GroupCheckpoint& restored, const std::string& dir,
+    absl::string_view what, const std::vector<NamedGroupSpec>& names,
+    const std::vector<ParamGroup>& groups, GroupCheckpointReader read);
 
 // Collective: every rank's `mine`, by rank.
 absl::StatusOr<std::vector<std::string>> AllGatherStrings(

@@ -194,6 +194,16 @@ std::string Describe(const std::string& kind,
       ", subgroup_size ", o.subgroup_size);
 }
 
+// The group part of a checkpoint's post-local SGD optimizer.
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
+    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
+  absl::StatusOr<std::optional<LocalSgdCheckpoint>> read =
+      ReadLocalSgdCheckpoint(sections, wanted);
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) return std::nullopt;
+  return std::move((*read)->group);
+}
+
 }  // namespace
 
 absl::Status LocalSgdRunner::ResumeLocked(
@@ -206,6 +216,10 @@ absl::Status LocalSgdRunner::ResumeLocked(
     restored = RestoredGroupOptimizer{
         Describe(group.kind, group.groups, restored_->options), group.rank,
         group.world_size, group.step, group.rank_dirs};
+    absl::StatusOr<std::vector<int64_t>> held = HeldGroupSteps(
+        resources_.checkpoint_dir, group.rank, group.world_size, ReadGroupPart);
+    restored->held_steps =
+        held.ok() ? *std::move(held) : std::vector<int64_t>{group.step};
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -213,8 +227,11 @@ absl::Status LocalSgdRunner::ResumeLocked(
   if (!resume.ok()) return resume.status();
   if (!resume->restored) return absl::OkStatus();
   if (resume->OwnState(communicator.size())) {
-    return optimizer.LoadStateDict(restored_->group.state, resume->step,
-                                   warnings);
+    absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
+        communicator, *resume, restored_->group, resources_.checkpoint_dir,
+        "post-local SGD", spec.groups, tensors, ReadGroupPart);
+    if (!state.ok()) return state.status();
+    return optimizer.LoadStateDict(*state, resume->step, warnings);
   }
   // Another world size: the ranks' local models and states do not map onto
   // the new ranks, so every rank resumes as a copy of the lowest rank that

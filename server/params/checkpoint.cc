@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/cpu_backend.h"
 #include "common/dtype.h"
+#include "common/shape.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
 #include "server/params/parameter_locks.h"
@@ -399,12 +400,52 @@ class OpenFile {
 // Reads a verified checkpoint's sections, checking each one's checksum.
 class FolderSections : public CheckpointSections {
  public:
-  FolderSections(const fs::path& folder,
-                 const checkpoint::CheckpointIndex& index)
-      : folder_(folder) {
-    for (const checkpoint::Section& section : index.sections()) {
+  explicit FolderSections(const Verified& checkpoint)
+      : folder_(checkpoint.folder), checkpoint_(checkpoint) {
+    for (const checkpoint::Section& section : checkpoint.index.sections()) {
       sections_[section.name()] = &section;
     }
+  }
+
+  absl::Status ReadParameterValues(const std::string& name,
+                                   Tensor& values) const override {
+    uint64_t offset = 0;
+    for (size_t i = 0; i < checkpoint_.infos.size(); ++i) {
+      const ParameterInfo& info = checkpoint_.infos[i];
+      if (info.name != name) {
+        offset += static_cast<uint64_t>(info.byte_size);
+        continue;
+      }
+      if (info.dtype != values.dtype() || info.shape != values.shape() ||
+          !values.device().is_cpu()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            folder_.string(), ": parameter \"", name, "\" was saved as ",
+            DTypeName(info.dtype), " ", ShapeToString(info.shape),
+            "; expected ", DTypeName(values.dtype()), " ",
+            ShapeToString(values.shape()), " in host memory"));
+      }
+      const fs::path path = folder_ / kValuesName;
+      OpenFile file(path);
+      if (file.fd() < 0) return Unreadable(path, file.error());
+      char* base = static_cast<char*>(values.data());
+      uint32_t crc = Crc32(0, nullptr, 0);
+      absl::Status read = ReadPipelined(
+          file.fd(), path, offset, values.byte_size(),
+          [&](size_t k) { return base + k * kBlockBytes; },
+          [&](size_t, const char* data, size_t size) {
+            crc = Crc32(crc, data, size);
+            return absl::OkStatus();
+          });
+      if (!read.ok()) return read;
+      if (crc != checkpoint_.index.values_crc32(static_cast<int>(i))) {
+        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
+                                          "parameter \"",
+                                          name, "\" are damaged"));
+      }
+      return absl::OkStatus();
+    }
+    return absl::NotFoundError(absl::StrCat(
+        folder_.string(), ": no parameter \"", name, "\" was saved"));
   }
 
   bool Has(const std::string& name) const override {
@@ -459,6 +500,7 @@ class FolderSections : public CheckpointSections {
 
  private:
   const fs::path folder_;
+  const Verified& checkpoint_;
   std::map<std::string, const checkpoint::Section*> sections_;
 };
 
@@ -671,8 +713,7 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
     if (status.ok()) restored.push_back(info.id);
   }
   if (status.ok() && restore_sections != nullptr) {
-    status =
-        restore_sections(FolderSections(checkpoint.folder, checkpoint.index));
+    status = restore_sections(FolderSections(checkpoint));
   }
   if (!status.ok()) {
     for (uint64_t id : restored) {
@@ -1038,7 +1079,7 @@ absl::Status VisitCheckpoints(
       skipped->push_back(std::string(verified.status().message()));
       continue;
     }
-    FolderSections sections(folder, verified->index);
+    FolderSections sections(*verified);
     absl::StatusOr<bool> found = visit(folder.string(), sections);
     if (absl::IsDataLoss(found.status())) {
       skipped->push_back(std::string(found.status().message()));

@@ -126,6 +126,13 @@ class CheckpointSections {
       const std::string& name,
       absl::FunctionRef<absl::Status(const char* data, size_t size)> consume)
       const = 0;
+  // The saved values of the parameter named `name` into `values` (host
+  // memory, its dtype and shape), checksum checked: a group that falls back
+  // to an older group step takes its parameters from that checkpoint.
+  // NOT_FOUND when the checkpoint has no such parameter, INVALID_ARGUMENT
+  // when its dtype or shape differ, DATA_LOSS for damage.
+  virtual absl::Status ReadParameterValues(const std::string& name,
+                                           Tensor& values) const = 0;
 };
 
 // The section `name` parsed into `message` (a header a layer wrote with

@@ -358,6 +358,16 @@ std::string Describe(const std::string& kind,
       ", parameters_as_bucket_view=", options.parameters_as_bucket_view);
 }
 
+// The group part of a checkpoint's ZeRO optimizer.
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
+    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
+  absl::StatusOr<std::optional<ZeroCheckpoint>> read =
+      ReadZeroCheckpoint(sections, wanted);
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) return std::nullopt;
+  return std::move((*read)->group);
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
@@ -369,6 +379,10 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
     restored = RestoredGroupOptimizer{
         Describe(group.kind, group.groups, restored_->options), group.rank,
         group.world_size, group.step, group.rank_dirs};
+    absl::StatusOr<std::vector<int64_t>> held = HeldGroupSteps(
+        resources_.checkpoint_dir, group.rank, group.world_size, ReadGroupPart);
+    restored->held_steps =
+        held.ok() ? *std::move(held) : std::vector<int64_t>{group.step};
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -377,7 +391,11 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
   if (!resume->restored) return 0;
   if (resume->OwnState(communicator.size())) {
     // Each rank keeps its own share: the same partition, so its own shard.
-    absl::Status loaded = optimizer.LoadStateDict(restored_->group.state);
+    absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
+        communicator, *resume, restored_->group, resources_.checkpoint_dir,
+        "ZeRO", spec.groups, tensors, ReadGroupPart);
+    if (!state.ok()) return state.status();
+    absl::Status loaded = optimizer.LoadStateDict(*state);
     if (!loaded.ok()) return loaded;
     return resume->step;
   }
