@@ -324,6 +324,13 @@ std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
   // that destroying the Client closes its connections at once: a worker
   // shutting down then does not wait for them to acknowledge its GOAWAY.
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // A worker restarted from its checkpoint (after a crash, a preemption)
+  // comes back within seconds on the same address: reconnect within a
+  // second or two, not after gRPC's default backoff of up to two minutes,
+  // which grows with every failed attempt while the worker is down.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(worker, MakeChannelCredentials(), arguments);
   channels_.emplace(worker, channel);

@@ -50,13 +50,11 @@ TEST(DigitsTrainingTest, ReachesTheAccuracyThroughTwentyKillsOfItsWorkers) {
   };
   Node nodes[2];
   for (int n = 0; n < 2; ++n) {
-    // A port of its own first, to come back on after every kill.
+    // A port of its own, to come back on after every kill.
+    const std::string address = testing::ReusableAddress();
+    ASSERT_FALSE(address.empty());
     nodes[n].flags = {absl::StrCat("--checkpoint_dir=", root, "/worker", n),
-                      "--checkpoint_every_steps=5"};
-    std::unique_ptr<LocalWorker> first = testing::StartWorkerOrDie();
-    ASSERT_NE(first, nullptr);
-    nodes[n].flags.push_back("--listen=" + first->address());
-    ASSERT_EQ(*first->Stop(), 0);
+                      "--checkpoint_every_steps=5", "--listen=" + address};
     nodes[n].worker = testing::StartWorkerOrDie(nodes[n].flags);
     ASSERT_NE(nodes[n].worker, nullptr);
   }

@@ -16,6 +16,9 @@
 #include "client/client.h"
 #include "client/local_worker.h"
 #include "common/tensor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/message_lite.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/autograd.grpc.pb.h"
@@ -44,6 +47,31 @@ inline std::unique_ptr<LocalWorker> StartWorkerOrDie(
 inline std::unique_ptr<LocalWorker> StartRankOrDie(
     std::vector<std::string> flags) {
   return StartWorkerOrDie(std::move(flags), kTestGroupSecret);
+}
+
+// An address a worker can listen on again and again (restarted after a
+// SIGKILL, say): the one a first worker had; empty (the test has failed)
+// when it did not come up or stop.
+inline std::string ReusableAddress() {
+  std::unique_ptr<LocalWorker> first = StartWorkerOrDie();
+  if (first == nullptr) return "";
+  const std::string address = first->address();
+  absl::StatusOr<int> code = first->Stop();
+  EXPECT_TRUE(code.ok() && *code == 0);
+  return address;
+}
+
+// A message's bytes, the same for the same contents (maps in key order).
+inline std::string CanonicalBytes(
+    const google::protobuf::MessageLite& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return bytes;
 }
 
 // A worker on the checkpoint folder `dir` after a restart: a first worker

@@ -15,8 +15,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "tests/zero_fixture.h"
 
 namespace distopt {
@@ -198,17 +196,6 @@ TEST_F(ZeroCheckpointTest, ADifferentOptimizerIsRefusedOnEveryRank) {
       << created[0].error_message();
 }
 
-// The state dict's bytes, the same for the same contents.
-std::string Canonical(const v1::ZeroStateDict& dict) {
-  std::string bytes;
-  google::protobuf::io::StringOutputStream stream(&bytes);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  dict.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return bytes;
-}
-
 // (world size saved at, world size resumed at).
 class ZeroCheckpointReshardTest
     : public ZeroCheckpointTest,
@@ -226,7 +213,7 @@ TEST_P(ZeroCheckpointReshardTest, ResumesAtAnotherWorldSize) {
   const v1::CreateZeroRequest spec = Spec("adam", kLr);
   ReferenceTraining reference("adam");
   ASSERT_TRUE(CreateTrainAndSave(spec, reference, 3));
-  const std::string saved = Canonical(Consolidated(0));
+  const std::string saved = testing::CanonicalBytes(Consolidated(0));
   const std::vector<Tensor> model = ReadModel(0);
   ReferenceTraining lost("adam");
   ASSERT_TRUE(TrainSteps(lost, 3, 1));  // Lost with the ranks.
@@ -240,7 +227,7 @@ TEST_P(ZeroCheckpointReshardTest, ResumesAtAnotherWorldSize) {
   ASSERT_TRUE(CreateZeroOnEveryRank(spec));
   for (int r = 0; r < resumed_world; ++r) EXPECT_EQ(Steps(r), 3) << r;
   ExpectEveryRankHolds(model);
-  EXPECT_EQ(Canonical(Consolidated(0)), saved);
+  EXPECT_EQ(testing::CanonicalBytes(Consolidated(0)), saved);
   // And the group trains on at its new size, every rank alike.
   ASSERT_TRUE(TrainSteps(reference, 3, 2));
   const std::vector<Tensor> trained = ReadModel(0);

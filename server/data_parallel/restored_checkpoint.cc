@@ -1,6 +1,7 @@
 #include "server/data_parallel/restored_checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string>
@@ -317,6 +318,12 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
                                          "nothing was created");
   if (!agreed.ok()) return agreed;
   if (!fall_back) return restored.state;
+  std::fprintf(stderr,
+               "distopt_worker: %s: the ranks' newest checkpoints hold "
+               "different group steps; resuming at group step %lld, which "
+               "every rank keeps (this rank restored %lld)\n",
+               std::string(what).c_str(), static_cast<long long>(resume.step),
+               static_cast<long long>(restored.step));
   size_t k = 0;
   for (const ParamGroup& group : groups) {
     for (Tensor* p : group.params) {
