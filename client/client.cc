@@ -329,7 +329,6 @@ std::shared_ptr<grpc::Channel> Client::Channel(const std::string& worker) {
   // second or two, not after gRPC's default backoff of up to two minutes,
   // which grows with every failed attempt while the worker is down.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(worker, MakeChannelCredentials(), arguments);

@@ -312,6 +312,16 @@ TEST_F(DigitsZeroTest, ResumesBitForBitThroughTwentyKillsOfBothRanks) {
     }
   });
 
+  // The chaos thread stops and is joined however the test ends.
+  struct JoinAtExit {
+    std::atomic<bool>* done;
+    std::thread* thread;
+    ~JoinAtExit() {
+      *done = true;
+      if (thread->joinable()) thread->join();
+    }
+  } join_at_exit{&done, &chaos};
+
   // What every group step left: the model, and at saved steps the state.
   std::map<int64_t, std::vector<Tensor>> models;
   std::map<int64_t, std::string> states;
@@ -321,6 +331,7 @@ TEST_F(DigitsZeroTest, ResumesBitForBitThroughTwentyKillsOfBothRanks) {
   int seen_generation = 0;
   int resumes = 0;
   int resumes_checked_against_a_state = 0;
+  int resumes_at_an_unrecorded_step = 0;
   int64_t step = 0;
   std::vector<size_t> order;
   int order_epoch = -1;
@@ -411,9 +422,14 @@ TEST_F(DigitsZeroTest, ResumesBitForBitThroughTwentyKillsOfBothRanks) {
       step = resumed[0];
       finished = step;
       ++resumes;
-      // The model and the state are those recorded at that step.
+      // The model and the state are those recorded at that step (unless
+      // the kill came between the step and its recording: the steps after
+      // it are still compared when trained again).
       auto recorded = models.find(step);
-      ASSERT_NE(recorded, models.end()) << "resumed at unseen step " << step;
+      if (recorded == models.end()) {
+        ++resumes_at_an_unrecorded_step;
+        break;
+      }
       for (int r = 0; r < kWorld; ++r) {
         absl::StatusOr<std::vector<Tensor>> now = ReadModel(r);
         if (!now.ok()) break;  // Killed again: found at the next step.
@@ -441,12 +457,14 @@ TEST_F(DigitsZeroTest, ResumesBitForBitThroughTwentyKillsOfBothRanks) {
   }
   done = true;
   chaos.join();
+  EXPECT_LE(resumes_at_an_unrecorded_step, 2);
   EXPECT_EQ(failed_restarts, 0);
   EXPECT_EQ(generation, kKills);
   std::cout << "zero chaos: " << generation << " kills of both ranks, "
             << kills_in_a_save << " ranks killed during a save, " << resumes
             << " resumes, " << resumes_checked_against_a_state
-            << " checked against a recorded state\n";
+            << " checked against a recorded state, "
+            << resumes_at_an_unrecorded_step << " at an unrecorded step\n";
   EXPECT_GE(resumes, kKills / 2);  // Kills during a resume merge.
   EXPECT_GT(resumes_checked_against_a_state, 0);
   ExpectRanksHoldTheSameModel();

@@ -76,6 +76,23 @@ TEST_F(ZeroCheckpointTest, KilledRanksResumeTheGroupFromTheirShards) {
   EXPECT_EQ(Steps(0), 6);
 }
 
+// A save between a restart and the group's CreateZero (on demand, by
+// time, at shutdown) saves the restored group state again: it is not
+// rotated away, and the group still resumes after another restart.
+TEST_F(ZeroCheckpointTest, ASaveBeforeCreateKeepsTheGroupsState) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ReferenceTraining reference("adam");
+  ASSERT_TRUE(CreateTrainAndSave(spec, reference, 2));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(SaveOnEveryRank());
+  ASSERT_TRUE(SaveOnEveryRank());  // Rotates the first one out (keep 1).
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  EXPECT_EQ(Steps(0), 2);
+  ASSERT_TRUE(TrainSteps(reference, 2, 1));
+  ExpectEveryRankHolds(reference.values());
+}
+
 // With --checkpoint_every_steps every rank saves at the same group steps
 // (the step after one waits for its copy), so the group resumes from them.
 TEST_F(ZeroCheckpointTest, PeriodicSavesAreAtTheSameGroupStepOnEveryRank) {
@@ -141,6 +158,31 @@ TEST_F(ZeroTornSaveTest, RanksResumeTheNewestGroupStepEveryRankKeeps) {
   EXPECT_EQ(Steps(1), 1);
   ExpectEveryRankHolds(reference.values());
   ASSERT_TRUE(TrainSteps(reference, 1, 2));
+  ExpectEveryRankHolds(reference.values());
+}
+
+// After a fallback, the rank that was ahead still keeps the newer
+// checkpoint of the run the group abandoned. Group steps are compared
+// within a run: when that rank dies again before its next save, while the
+// other saved the same step of the new run, they fall back again rather
+// than mix the two runs' models.
+TEST_F(ZeroTornSaveTest, AnAbandonedRunsCheckpointIsNeverResumed) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ReferenceTraining reference("adam");
+  ASSERT_NO_FATAL_FAILURE(SaveTwiceAndDamageRankOnesNewest(spec, reference));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  ASSERT_EQ(Steps(0), 1);
+  // The new run reaches group step 3 with other gradients than the old
+  // one; only rank 1 saves it.
+  ReferenceTraining other("adam");
+  ASSERT_TRUE(TrainSteps(other, 5, 2));
+  ASSERT_EQ(Steps(0), 3);
+  ASSERT_TRUE(client_->SaveCheckpoint(addresses_[1]).ok());
+  ASSERT_NO_FATAL_FAILURE(KillAndRestart());
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  EXPECT_EQ(Steps(0), 1);
+  EXPECT_EQ(Steps(1), 1);
   ExpectEveryRankHolds(reference.values());
 }
 

@@ -1,9 +1,21 @@
 #include "server/data_parallel/group_checkpoint.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_backend.h"
 #include "server/data_parallel/named_groups_proto.h"
 
 namespace distopt {
+
+absl::Status CloneStateBuffers(GroupCheckpoint* checkpoint) {
+  for (auto& [position, entry] : checkpoint->state.state) {
+    for (auto& [name, buffer] : entry.buffers) {
+      absl::StatusOr<Tensor> values = buffer.CloneTo(CpuBackend());
+      if (!values.ok()) return values.status();
+      buffer = *std::move(values);
+    }
+  }
+  return absl::OkStatus();
+}
 
 void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
                           checkpoint::SavedGroupOptimizer* saved,
@@ -20,6 +32,7 @@ void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
   for (const std::string& dir : checkpoint.rank_dirs) {
     saved->add_rank_checkpoint_dirs(dir);
   }
+  saved->set_run_id(checkpoint.run_id);
 }
 
 absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
@@ -58,6 +71,7 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
   checkpoint.state = std::move((*state)[0]);
   checkpoint.rank_dirs.assign(saved.rank_checkpoint_dirs().begin(),
                               saved.rank_checkpoint_dirs().end());
+  checkpoint.run_id = saved.run_id();
   return std::optional<GroupCheckpoint>(std::move(checkpoint));
 }
 

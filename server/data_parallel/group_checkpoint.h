@@ -35,7 +35,24 @@ struct GroupCheckpoint {
   // The manifest: every rank's checkpoint folder, by rank (empty when the
   // ranks ran without --checkpoint_dir).
   std::vector<std::string> rank_dirs;
+  // The run (see SavedGroupOptimizer.run_id); 0 in older checkpoints.
+  uint64_t run_id = 0;
 };
+
+// Gives `checkpoint`'s state buffers copies of their own.
+absl::Status CloneStateBuffers(GroupCheckpoint* checkpoint);
+
+// A deep copy of a group optimizer's checkpoint (ZeroCheckpoint,
+// LocalSgdCheckpoint: a GroupCheckpoint `group` and its options): a
+// restored checkpoint saved again while its group has not resumed yet,
+// whose buffers the resumed optimizer then takes over and steps.
+template <typename Checkpoint>
+absl::StatusOr<Checkpoint> DeepCopy(const Checkpoint& checkpoint) {
+  Checkpoint copy = checkpoint;
+  absl::Status cloned = CloneStateBuffers(&copy.group);
+  if (!cloned.ok()) return cloned;
+  return copy;
+}
 
 void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
                           checkpoint::SavedGroupOptimizer* saved,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "server/comm/agreement.h"
 
 namespace distopt {
@@ -93,12 +95,13 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
       "nothing was created");
   if (!agreed.ok()) return agreed;
   // Every rank's restored group step + 1 (0: none), the world size and the
-  // rank it was saved at.
+  // rank it was saved at, and its run.
   std::vector<float> mine;
   for (uint64_t value :
        {restored.has_value() ? static_cast<uint64_t>(restored->step) + 1 : 0,
         restored.has_value() ? static_cast<uint64_t>(restored->world_size) : 0,
-        restored.has_value() ? static_cast<uint64_t>(restored->rank) : 0}) {
+        restored.has_value() ? static_cast<uint64_t>(restored->rank) : 0,
+        restored.has_value() ? restored->run : 0}) {
     const std::vector<float> encoded = EncodeAsFloats(value);
     mine.insert(mine.end(), encoded.begin(), encoded.end());
   }
@@ -123,7 +126,8 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
     differ = differ ||
              (at == 0 && field(source, 1) == static_cast<uint64_t>(size)) ||
              (at != 0 &&
-              (at != field(source, 0) || field(r, 1) != field(source, 1)));
+              (at != field(source, 0) || field(r, 1) != field(source, 1) ||
+               field(r, 3) != field(source, 3)));
     each.push_back(at == 0 ? absl::StrCat("rank ", r, ": none")
                            : absl::StrCat("rank ", r, ": group step ", at - 1,
                                           " of world size ", field(r, 1)));
@@ -134,27 +138,39 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
                               field(r, 1) == static_cast<uint64_t>(size);
   }
   if (differ && every_rank_at_this_size) {
-    // A save not every rank finished: the newest step every rank keeps.
-    absl::StatusOr<std::vector<std::string>> held = AllGatherStrings(
-        communicator, absl::StrJoin(restored->held_steps, ","));
+    // A save not every rank finished: the newest step (of one run) every
+    // rank keeps.
+    std::vector<std::string> keys;
+    for (const GroupStepKey& key : restored->held) {
+      keys.push_back(absl::StrCat(key.run, ":", key.step));
+    }
+    absl::StatusOr<std::vector<std::string>> held =
+        AllGatherStrings(communicator, absl::StrJoin(keys, ","));
     if (!held.ok()) return held.status();
-    std::set<int64_t> common;
+    std::set<GroupStepKey> common;
     for (int r = 0; r < size; ++r) {
-      std::set<int64_t> steps;
+      std::set<GroupStepKey> keeps;
+      std::vector<std::string> steps;
       for (absl::string_view text :
            absl::StrSplit((*held)[r], ',', absl::SkipEmpty())) {
-        int64_t step = 0;
-        if (absl::SimpleAtoi(text, &step) && (r == 0 || common.count(step))) {
-          steps.insert(step);
+        const std::pair<std::string, std::string> parts =
+            absl::StrSplit(text, ':');
+        GroupStepKey key;
+        if (!absl::SimpleAtoi(parts.first, &key.run) ||
+            !absl::SimpleAtoi(parts.second, &key.step)) {
+          continue;
         }
+        steps.push_back(absl::StrCat(key.step));
+        if (r == 0 || common.count(key) > 0) keeps.insert(key);
       }
-      common = std::move(steps);
+      common = std::move(keeps);
       absl::StrAppend(&each[r], " (keeps ",
-                      (*held)[r].empty() ? "none" : (*held)[r], ")");
+                      steps.empty() ? "none" : absl::StrJoin(steps, ", "), ")");
     }
     if (!common.empty()) {
       resume.restored = true;
-      resume.step = *common.rbegin();
+      resume.step = common.rbegin()->step;
+      resume.run = common.rbegin()->run;
       resume.saved_world_size = size;
       return resume;
     }
@@ -165,12 +181,14 @@ absl::StatusOr<GroupResume> AgreeOnRestoredState(
         ": the ranks restored different group steps from their "
         "checkpoints (",
         absl::StrJoin(each, ", "),
-        "); expected the same step of one group on every rank that restored "
-        "one (and on every rank, at the world size it was saved at), or one "
-        "that every rank keeps: restart every rank from a checkpoint of the "
+        "); expected the same step of one run of the group on every rank "
+        "that restored one (and on every rank, at the world size it was "
+        "saved at), or one that every rank keeps: restart every rank from a "
+        "checkpoint of the "
         "same step, or all from empty folders; nothing was created"));
   }
   resume.restored = true;
+  resume.run = field(source, 3);
   resume.step = static_cast<int64_t>(field(source, 0) - 1);
   resume.saved_world_size = static_cast<int>(field(source, 1));
   resume.source_rank = source;
@@ -242,8 +260,7 @@ ReadOlderGroupStep(const std::string& dir, const GroupResume& resume, int rank,
       [&](const CheckpointSections& sections) -> absl::StatusOr<bool> {
         absl::StatusOr<std::optional<GroupCheckpoint>> state =
             read(sections, [&](const checkpoint::SavedGroupOptimizer& h) {
-              return h.rank() == rank && h.world_size() == world_size &&
-                     h.step() == resume.step;
+              return resume.Holds(h, rank);
             });
         if (!state.ok()) return state.status();
         if (!state->has_value()) return false;
@@ -277,10 +294,10 @@ ReadOlderGroupStep(const std::string& dir, const GroupResume& resume, int rank,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(
+absl::StatusOr<std::vector<GroupStepKey>> HeldGroupSteps(
     const std::string& dir, int rank, int world_size,
     GroupCheckpointReader read) {
-  std::vector<int64_t> steps;
+  std::vector<GroupStepKey> steps;
   std::vector<std::string> skipped;
   absl::StatusOr<bool> found = FindInCheckpoints(
       dir,
@@ -288,7 +305,7 @@ absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(
         absl::Status header =
             read(sections, [&](const checkpoint::SavedGroupOptimizer& h) {
               if (h.rank() == rank && h.world_size() == world_size) {
-                steps.push_back(h.step());
+                steps.push_back({h.run_id(), h.step()});
               }
               return false;  // Headers only.
             }).status();
@@ -300,11 +317,46 @@ absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(
   return steps;
 }
 
+absl::StatusOr<uint64_t> NewRunId(Communicator& communicator) {
+  uint64_t run = 0;
+  if (communicator.rank() == 0) {
+    std::random_device device;
+    run = (static_cast<uint64_t>(device()) << 32) ^ device() ^
+          static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  }
+  std::vector<float> encoded = EncodeAsFloats(run);
+  absl::Status sent = communicator.Broadcast(absl::MakeSpan(encoded), 0);
+  if (!sent.ok()) return sent;
+  return DecodeFromFloats(encoded.data());
+}
+
+RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
+                                        std::string optimizer,
+                                        const std::string& dir,
+                                        GroupCheckpointReader read) {
+  RestoredGroupOptimizer restored{std::move(optimizer), group.rank,
+                                  group.world_size,     group.step,
+                                  group.rank_dirs,      group.run_id};
+  absl::StatusOr<std::vector<GroupStepKey>> held =
+      HeldGroupSteps(dir, group.rank, group.world_size, read);
+  if (held.ok()) {
+    restored.held = *std::move(held);
+  } else {
+    // Only what was restored is known to be there.
+    std::fprintf(stderr,
+                 "distopt_worker: listing the group checkpoints in %s: %s\n",
+                 dir.c_str(), std::string(held.status().message()).c_str());
+    restored.held = {{group.run_id, group.step}};
+  }
+  return restored;
+}
+
 absl::StatusOr<OptimizerStateDict> ResumeOwnState(
     Communicator& communicator, const GroupResume& resume,
     const GroupCheckpoint& restored, const std::string& dir,
     absl::string_view what, const std::vector<NamedGroupSpec>& names,
-    const std::vector<ParamGroup>& groups, GroupCheckpointReader read) {
+    const std::vector<ParamGroup>& groups, GroupCheckpointReader read,
+    bool* changed) {
   absl::StatusOr<std::pair<OptimizerStateDict, std::vector<Tensor>>> older =
       std::pair<OptimizerStateDict, std::vector<Tensor>>();
   const bool fall_back = resume.OlderThan(restored.step);
@@ -324,6 +376,7 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
                "every rank keeps (this rank restored %lld)\n",
                std::string(what).c_str(), static_cast<long long>(resume.step),
                static_cast<long long>(restored.step));
+  *changed = true;
   size_t k = 0;
   for (const ParamGroup& group : groups) {
     for (Tensor* p : group.params) {

@@ -23,6 +23,19 @@
 
 namespace distopt {
 
+// Where a group checkpoint is in the group's history: the run (one
+// creation of the group's optimizer) and the group step within it.
+struct GroupStepKey {
+  uint64_t run = 0;
+  int64_t step = 0;
+  bool operator==(const GroupStepKey& other) const {
+    return run == other.run && step == other.step;
+  }
+  bool operator<(const GroupStepKey& other) const {
+    return step != other.step ? step < other.step : run < other.run;
+  }
+};
+
 // What a rank restored of a group optimizer from its checkpoint.
 struct RestoredGroupOptimizer {
   std::string optimizer;  // Its kind, groups and options, described.
@@ -32,15 +45,17 @@ struct RestoredGroupOptimizer {
   // The manifest: every rank's checkpoint folder, by rank (empty in
   // checkpoints saved before there was one).
   std::vector<std::string> rank_dirs;
-  // The group steps of this optimizer, at this rank and world size, in all
-  // the checkpoints the rank keeps (see HeldGroupSteps).
-  std::vector<int64_t> held_steps;
+  uint64_t run = 0;  // The run the checkpoint belongs to.
+  // The runs and group steps of this optimizer, at this rank and world
+  // size, in all the checkpoints the rank keeps (see HeldGroupSteps).
+  std::vector<GroupStepKey> held;
 };
 
 // How the group optimizer being created starts.
 struct GroupResume {
   bool restored = false;  // False: fresh, no rank restored one.
   int64_t step = 0;       // The group's, when restored.
+  uint64_t run = 0;       // The run it belongs to.
   int saved_world_size = 0;
   // The lowest rank that restored the checkpoint, and the rank it was when
   // the checkpoint was saved: after a reshard every rank starts from its
@@ -55,6 +70,11 @@ struct GroupResume {
   // restored step is another reads that older checkpoint of its own.
   bool OlderThan(int64_t restored_step) const {
     return restored && step != restored_step;
+  }
+  // Whether `saved` is saved rank `rank`'s checkpoint of this step.
+  bool Holds(const checkpoint::SavedGroupOptimizer& saved, int rank) const {
+    return saved.rank() == rank && saved.world_size() == saved_world_size &&
+           saved.step() == step && saved.run_id() == run;
   }
   // Each rank restored its own state: same world size, same ranks.
   bool OwnState(int world_size) const {
@@ -90,25 +110,38 @@ using GroupCheckpointReader =
     absl::FunctionRef<absl::StatusOr<std::optional<GroupCheckpoint>>(
         const CheckpointSections&, const GroupCheckpointFilter& wanted)>;
 
-// The group steps (newest first) of the checkpoints kept in `dir` that hold
-// the optimizer `read` reads at `rank` of `world_size`; only headers are
-// read. Damaged checkpoints are left out.
-absl::StatusOr<std::vector<int64_t>> HeldGroupSteps(const std::string& dir,
-                                                    int rank, int world_size,
-                                                    GroupCheckpointReader read);
+// The runs and group steps (newest first) of the checkpoints kept in `dir`
+// that hold the optimizer `read` reads at `rank` of `world_size`; only
+// headers are read. Damaged checkpoints are left out.
+absl::StatusOr<std::vector<GroupStepKey>> HeldGroupSteps(
+    const std::string& dir, int rank, int world_size,
+    GroupCheckpointReader read);
+
+// What a rank's restored checkpoint `group` of the optimizer described as
+// `optimizer` tells AgreeOnRestoredState, with the runs and steps of the
+// checkpoints `dir` keeps (read by `read`).
+RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
+                                        std::string optimizer,
+                                        const std::string& dir,
+                                        GroupCheckpointReader read);
+
+// Collective: a new run's id, the same on every rank (rank 0 draws it).
+absl::StatusOr<uint64_t> NewRunId(Communicator& communicator);
 
 // Collective, for a group that resumes at the world size it was saved at
 // (GroupResume::OwnState): this rank's state to load, the `restored` one's,
 // or, when the ranks agreed on an older group step (GroupResume::OlderThan),
 // that of its own checkpoint of that step in `dir`, whose saved values then
 // replace those of every parameter of `groups` (named by `names`) once
-// every rank read its own. FAILED_PRECONDITION on every rank, with nothing
-// changed, when a rank's older checkpoint is no longer there or not whole.
+// every rank read its own (and `*changed` is set). FAILED_PRECONDITION on
+// every rank, with nothing changed, when a rank's older checkpoint is no
+// longer there or not whole.
 absl::StatusOr<OptimizerStateDict> ResumeOwnState(
     Communicator& communicator, const GroupResume& resume,
     const GroupCheckpoint& restored, const std::string& dir,
     absl::string_view what, const std::vector<NamedGroupSpec>& names,
-    const std::vector<ParamGroup>& groups, GroupCheckpointReader read);
+    const std::vector<ParamGroup>& groups, GroupCheckpointReader read,
+    bool* changed);
 
 // Collective: every rank's `mine`, by rank.
 absl::StatusOr<std::vector<std::string>> AllGatherStrings(

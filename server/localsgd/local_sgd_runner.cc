@@ -74,9 +74,10 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   std::vector<std::string> warnings;
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
   absl::StatusOr<std::vector<std::string>> rank_dirs;
+  absl::StatusOr<uint64_t> run;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
-      [&](CommunicatorGroup& communicators, bool*) {
+      [&](CommunicatorGroup& communicators, bool* changed) {
         const std::vector<ParamGroup> tensors =
             ToParamGroups(spec.groups, *groups);
         optimizer = LocalSgdOptimizer::Create(communicators, *kind, spec.kind,
@@ -86,11 +87,16 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
         rank_dirs =
             AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
         if (!rank_dirs.ok()) return rank_dirs.status();
-        return ResumeLocked(communicators.global(), spec, tensors, **optimizer,
-                            &warnings);
+        absl::Status resumed =
+            ResumeLocked(communicators.global(), spec, tensors, **optimizer,
+                         &warnings, changed);
+        if (!resumed.ok()) return resumed;
+        run = NewRunId(communicators.global());
+        return run.status();
       });
   if (!ran.ok()) return ran;
   restored_.reset();
+  run_id_ = *run;
   // A manifest names every rank's folder, or none.
   rank_dirs_ = *std::move(rank_dirs);
   for (const std::string& dir : rank_dirs_) {
@@ -204,22 +210,29 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
   return std::move((*read)->group);
 }
 
+// Loads the state every rank resumes with, agreed: a rank that refuses it
+// refuses Create on every rank.
+absl::Status LoadAgreed(Communicator& communicator,
+                        LocalSgdOptimizer& optimizer,
+                        const OptimizerStateDict& state, int64_t step,
+                        std::vector<std::string>* warnings) {
+  return AgreeOnEveryRank(communicator,
+                          optimizer.LoadStateDict(state, step, warnings),
+                          "the checkpoint's state", "nothing was created");
+}
+
 }  // namespace
 
 absl::Status LocalSgdRunner::ResumeLocked(
     Communicator& communicator, const LocalSgdSpec& spec,
     const std::vector<ParamGroup>& tensors, LocalSgdOptimizer& optimizer,
-    std::vector<std::string>* warnings) {
+    std::vector<std::string>* warnings, bool* changed) {
   std::optional<RestoredGroupOptimizer> restored;
   if (restored_.has_value()) {
     const GroupCheckpoint& group = restored_->group;
-    restored = RestoredGroupOptimizer{
-        Describe(group.kind, group.groups, restored_->options), group.rank,
-        group.world_size, group.step, group.rank_dirs};
-    absl::StatusOr<std::vector<int64_t>> held = HeldGroupSteps(
-        resources_.checkpoint_dir, group.rank, group.world_size, ReadGroupPart);
-    restored->held_steps =
-        held.ok() ? *std::move(held) : std::vector<int64_t>{group.step};
+    restored = DescribeRestored(
+        group, Describe(group.kind, group.groups, restored_->options),
+        resources_.checkpoint_dir, ReadGroupPart);
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -229,9 +242,9 @@ absl::Status LocalSgdRunner::ResumeLocked(
   if (resume->OwnState(communicator.size())) {
     absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
         communicator, *resume, restored_->group, resources_.checkpoint_dir,
-        "post-local SGD", spec.groups, tensors, ReadGroupPart);
+        "post-local SGD", spec.groups, tensors, ReadGroupPart, changed);
     if (!state.ok()) return state.status();
-    return optimizer.LoadStateDict(*state, resume->step, warnings);
+    return LoadAgreed(communicator, optimizer, *state, resume->step, warnings);
   }
   // Another world size: the ranks' local models and states do not map onto
   // the new ranks, so every rank resumes as a copy of the lowest rank that
@@ -247,9 +260,7 @@ absl::Status LocalSgdRunner::ResumeLocked(
           absl::StatusOr<std::optional<LocalSgdCheckpoint>> saved =
               ReadLocalSgdCheckpoint(
                   sections, [&](const checkpoint::SavedGroupOptimizer& h) {
-                    return h.rank() == resume->source_saved_rank &&
-                           h.world_size() == resume->saved_world_size &&
-                           h.step() == resume->step;
+                    return resume->Holds(h, resume->source_saved_rank);
                   });
           if (!saved.ok()) return saved.status();
           if (!saved->has_value()) return false;
@@ -262,10 +273,11 @@ absl::Status LocalSgdRunner::ResumeLocked(
       AgreeOnEveryRank(communicator, state.status(),
                        "the checkpoint's local state", "nothing was created");
   if (!read.ok()) return read;
+  *changed = true;
   absl::Status sent =
       BroadcastParameters(communicator, tensors, resume->source_rank);
   if (!sent.ok()) return sent;
-  return optimizer.LoadStateDict(*state, resume->step, warnings);
+  return LoadAgreed(communicator, optimizer, *state, resume->step, warnings);
 }
 
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
@@ -286,10 +298,17 @@ absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
     group.world_size = membership != nullptr ? membership->world_size() : 1;
     group.step = optimizer_->step();
     group.rank_dirs = rank_dirs_;
+    group.run_id = run_id_;
     absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
     if (!state.ok()) return state.status();
     group.state = *std::move(state);
     saved->options = spec_.options;
+  } else if (restored_.has_value()) {
+    // Restored, and the group's Create has not come yet: saved again as it
+    // was, so that saves before then do not rotate it away.
+    absl::StatusOr<LocalSgdCheckpoint> copy = DeepCopy(*restored_);
+    if (!copy.ok()) return copy.status();
+    saved = *std::move(copy);
   }
   absl::Status status = while_stopped();
   if (!status.ok()) return status;

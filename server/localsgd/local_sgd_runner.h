@@ -63,8 +63,9 @@ class LocalSgdRunner {
   absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // For a checkpoint: copies this rank's optimizer while no step runs, and
-  // runs `while_stopped` (the copy of the parameters) before one can;
-  // nullopt when this daemon has none.
+  // runs `while_stopped` (the copy of the parameters) before one can; a
+  // copy of the restored one while its Create has not come yet; nullopt
+  // when this daemon has neither.
   absl::StatusOr<std::optional<LocalSgdCheckpoint>> Snapshot(
       absl::FunctionRef<absl::Status()> while_stopped) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -98,7 +99,7 @@ class LocalSgdRunner {
                             const LocalSgdSpec& spec,
                             const std::vector<ParamGroup>& tensors,
                             LocalSgdOptimizer& optimizer,
-                            std::vector<std::string>* warnings)
+                            std::vector<std::string>* warnings, bool* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const RankResources resources_;
@@ -112,6 +113,8 @@ class LocalSgdRunner {
   // The group checkpoints' manifest: every rank's checkpoint folder (empty
   // unless every rank has one).
   std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
+  // This creation's run (see GroupCheckpoint::run_id).
+  uint64_t run_id_ ABSL_GUARDED_BY(mutex_) = 0;
   GroupStepHooks hooks_;
 };
 

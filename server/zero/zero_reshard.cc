@@ -41,12 +41,10 @@ absl::StatusOr<OptimizerStateDict> ReadReshardedState(
         resume, source, "ZeRO",
         [&](const CheckpointSections& sections) -> absl::StatusOr<bool> {
           absl::StatusOr<std::optional<ZeroCheckpoint>> shard =
-              ReadZeroCheckpoint(
-                  sections, [&](const checkpoint::SavedGroupOptimizer& h) {
-                    return h.rank() == source &&
-                           h.world_size() == resume.saved_world_size &&
-                           h.step() == resume.step;
-                  });
+              ReadZeroCheckpoint(sections,
+                                 [&](const checkpoint::SavedGroupOptimizer& h) {
+                                   return resume.Holds(h, source);
+                                 });
           if (!shard.ok()) return shard.status();
           if (!shard->has_value()) return false;
           OptimizerStateDict& state = (*shard)->group.state;

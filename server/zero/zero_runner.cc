@@ -88,10 +88,11 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::StatusOr<int64_t> resumed_step;
+  absl::StatusOr<uint64_t> run;
   absl::StatusOr<std::vector<std::string>> rank_dirs;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
-      [&](CommunicatorGroup& communicators, bool*) {
+      [&](CommunicatorGroup& communicators, bool* changed) {
         const std::vector<ParamGroup> tensors =
             ToParamGroups(spec.groups, *groups);
         optimizer = ZeroOptimizer::Create(&communicators.global(), *kind,
@@ -101,12 +102,15 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
         rank_dirs =
             AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
         if (!rank_dirs.ok()) return rank_dirs.status();
-        resumed_step =
-            ResumeLocked(communicators.global(), spec, tensors, **optimizer);
-        return resumed_step.status();
+        resumed_step = ResumeLocked(communicators.global(), spec, tensors,
+                                    **optimizer, changed);
+        if (!resumed_step.ok()) return resumed_step.status();
+        run = NewRunId(communicators.global());
+        return run.status();
       });
   if (!ran.ok()) return ran;
   steps_ = *resumed_step;
+  run_id_ = *run;
   restored_.reset();
   // A manifest names every rank's folder, or none.
   rank_dirs_ = *std::move(rank_dirs);
@@ -372,17 +376,14 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
 
 absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
     Communicator& communicator, const ZeroSpec& spec,
-    const std::vector<ParamGroup>& tensors, ZeroOptimizer& optimizer) {
+    const std::vector<ParamGroup>& tensors, ZeroOptimizer& optimizer,
+    bool* changed) {
   std::optional<RestoredGroupOptimizer> restored;
   if (restored_.has_value()) {
     const GroupCheckpoint& group = restored_->group;
-    restored = RestoredGroupOptimizer{
-        Describe(group.kind, group.groups, restored_->options), group.rank,
-        group.world_size, group.step, group.rank_dirs};
-    absl::StatusOr<std::vector<int64_t>> held = HeldGroupSteps(
-        resources_.checkpoint_dir, group.rank, group.world_size, ReadGroupPart);
-    restored->held_steps =
-        held.ok() ? *std::move(held) : std::vector<int64_t>{group.step};
+    restored = DescribeRestored(
+        group, Describe(group.kind, group.groups, restored_->options),
+        resources_.checkpoint_dir, ReadGroupPart);
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -393,7 +394,7 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
     // Each rank keeps its own share: the same partition, so its own shard.
     absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
         communicator, *resume, restored_->group, resources_.checkpoint_dir,
-        "ZeRO", spec.groups, tensors, ReadGroupPart);
+        "ZeRO", spec.groups, tensors, ReadGroupPart, changed);
     if (!state.ok()) return state.status();
     absl::Status loaded = optimizer.LoadStateDict(*state);
     if (!loaded.ok()) return loaded;
@@ -410,6 +411,7 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
   // Ranks new to the group start from the model the checkpoint holds: that
   // of the lowest rank that restored it (every rank's is the same at a
   // group step).
+  *changed = true;
   absl::Status sent =
       BroadcastParameters(communicator, tensors, resume->source_rank);
   if (!sent.ok()) return sent;
@@ -435,10 +437,17 @@ absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
     group.world_size = static_cast<int>(optimizer_->partition().load.size());
     group.step = steps_;
     group.rank_dirs = rank_dirs_;
+    group.run_id = run_id_;
     absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
     if (!shard.ok()) return shard.status();
     group.state = *std::move(shard);
     saved->options = spec_.options;
+  } else if (restored_.has_value()) {
+    // Restored, and the group's Create has not come yet: saved again as it
+    // was, so that saves before then do not rotate it away.
+    absl::StatusOr<ZeroCheckpoint> copy = DeepCopy(*restored_);
+    if (!copy.ok()) return copy.status();
+    saved = *std::move(copy);
   }
   absl::Status status = while_stopped();
   if (!status.ok()) return status;

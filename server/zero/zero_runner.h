@@ -96,8 +96,9 @@ class ZeroRunner {
   absl::StatusOr<ZeroInfo> Get() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // For a checkpoint: copies this rank's optimizer while no step runs, and
-  // runs `while_stopped` (the copy of the parameters) before one can;
-  // nullopt when this daemon has no ZeRO optimizer.
+  // runs `while_stopped` (the copy of the parameters) before one can; a
+  // copy of the restored one while its Create has not come yet; nullopt
+  // when this daemon has neither.
   absl::StatusOr<std::optional<ZeroCheckpoint>> Snapshot(
       absl::FunctionRef<absl::Status()> while_stopped) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -134,7 +135,7 @@ class ZeroRunner {
   absl::StatusOr<int64_t> ResumeLocked(Communicator& communicator,
                                        const ZeroSpec& spec,
                                        const std::vector<ParamGroup>& tensors,
-                                       ZeroOptimizer& optimizer)
+                                       ZeroOptimizer& optimizer, bool* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Refreshes what Get reports, here and, for the other ranks, in the
   // group's store.
@@ -152,6 +153,8 @@ class ZeroRunner {
   // The group checkpoints' manifest: every rank's checkpoint folder (empty
   // unless every rank has one).
   std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
+  // This creation's run (see GroupCheckpoint::run_id).
+  uint64_t run_id_ ABSL_GUARDED_BY(mutex_) = 0;
   GroupStepHooks hooks_;
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
