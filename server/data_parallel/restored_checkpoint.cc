@@ -219,22 +219,31 @@ namespace {
 
 // Visits the whole checkpoints in `dir`, newest first, until `found`
 // returns true; false when none did. `skipped` gets why the damaged ones
-// were passed over.
+// were passed over. A live daemon's save may rotate the folders while they
+// are visited (one renamed between the listing and its reading is missed):
+// with `again`, a visit that found nothing is made once more, after the
+// rotation.
 absl::StatusOr<bool> FindInCheckpoints(
     const std::string& dir,
     absl::FunctionRef<absl::StatusOr<bool>(const CheckpointSections&)> found,
-    std::vector<std::string>* skipped) {
+    std::vector<std::string>* skipped, bool again = true) {
   bool any = false;
-  absl::Status status = VisitCheckpoints(
-      dir,
-      [&](const std::string&,
-          const CheckpointSections& sections) -> absl::StatusOr<bool> {
-        absl::StatusOr<bool> held = found(sections);
-        if (held.ok()) any = *held;
-        return held;
-      },
-      skipped);
-  if (!status.ok()) return status;
+  for (int attempt = 0; attempt < (again ? 2 : 1) && !any; ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(absl::Milliseconds(200));
+      skipped->clear();
+    }
+    absl::Status status = VisitCheckpoints(
+        dir,
+        [&](const std::string&,
+            const CheckpointSections& sections) -> absl::StatusOr<bool> {
+          absl::StatusOr<bool> held = found(sections);
+          if (held.ok()) any = *held;
+          return held;
+        },
+        skipped);
+    if (!status.ok()) return status;
+  }
   return any;
 }
 
@@ -312,7 +321,7 @@ absl::StatusOr<std::vector<GroupStepKey>> HeldGroupSteps(
         if (!header.ok()) return header;
         return false;
       },
-      &skipped);
+      &skipped, /*again=*/false);
   if (!found.ok()) return found.status();
   return steps;
 }
