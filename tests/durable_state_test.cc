@@ -14,10 +14,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/initializers.h"
 #include "common/grpc_status.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/distopt/v1/checkpoint.grpc.pb.h"
@@ -506,6 +508,45 @@ TEST(DurableStateTest, SurvivesTwentyKillsAtRandomMoments) {
   }
   ExpectSameState(reference[kSteps], trainer->Record());
   std::printf("kills while a save was being written: %d of 20\n", mid_save);
+}
+
+// A Save whose caller gives up (its deadline passes) while an earlier save
+// is written is dropped when its turn comes: nothing more is saved, and
+// no queue of them holds the daemon's threads.
+TEST(DurableStateTest, ASaveWhoseCallerGaveUpIsNotMade) {
+  std::unique_ptr<LocalWorker> worker =
+      StartWorkerOrDie({"--checkpoint_dir=" + FreshDir("abandoned")});
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  // 512 MiB, initialised by the daemon: the first save takes a while.
+  for (int p = 0; p < 16; ++p) {
+    ASSERT_TRUE(client
+                    .CreateParameter(worker->address(), absl::StrCat("p", p),
+                                     DType::kFloat32, {4096, 2048},
+                                     init::Constant(p))
+                    .ok());
+  }
+  absl::StatusOr<v1::CheckpointInfo> first;
+  std::thread saving([&] { first = client.SaveCheckpoint(worker->address()); });
+  absl::SleepFor(absl::Milliseconds(50));  // The first is being saved.
+  auto stub = v1::CheckpointService::NewStub(client.Channel(worker->address()));
+  grpc::ClientContext impatient;
+  impatient.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(30));
+  v1::CheckpointInfo second;
+  const grpc::Status gave_up =
+      stub->Save(&impatient, v1::SaveCheckpointRequest(), &second);
+  saving.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(gave_up.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_GT(first->write_seconds(), 0.03) << "the first save was too quick "
+                                             "for the second to wait for it";
+  absl::SleepFor(absl::Milliseconds(500));  // The second's turn has come.
+  const v1::ListCheckpointsResponse listed =
+      ListSaved(client, worker->address());
+  // One save only (a second would keep the first as parameters.1).
+  EXPECT_EQ(listed.checkpoints_size(), 1);
+  EXPECT_EQ(listed.last_save_error(), "");
 }
 
 TEST(DurableStateTest, WithoutACheckpointDirSaveIsRefused) {

@@ -125,7 +125,7 @@ void Checkpointer::RunSchedule() {
       return stopping_;
     }();
     if (stopping) return;
-    absl::StatusOr<SaveReport> saved = Save("periodic");
+    absl::StatusOr<SaveReport> saved = Save("periodic", nullptr);
     // Once per new error: a save refused again and again (a torn model
     // waiting for its repair) does not flood the log.
     if (!saved.ok() && saved.status().ToString() != last_logged) {
@@ -140,8 +140,9 @@ void Checkpointer::RunSchedule() {
   }
 }
 
-absl::StatusOr<SaveReport> Checkpointer::Save(const std::string& reason) {
-  return SaveContents(reason, /*live=*/false);
+absl::StatusOr<SaveReport> Checkpointer::Save(
+    const std::string& reason, const std::function<bool()>& abandoned) {
+  return SaveContents(reason, /*live=*/false, abandoned);
 }
 
 absl::StatusOr<SaveReport> Checkpointer::SaveAtShutdown() {
@@ -155,9 +156,18 @@ absl::Status Checkpointer::Failed(absl::Status status) {
   return status;
 }
 
-absl::StatusOr<SaveReport> Checkpointer::SaveContents(const std::string& reason,
-                                                      bool live) {
+absl::StatusOr<SaveReport> Checkpointer::SaveContents(
+    const std::string& reason, bool live,
+    const std::function<bool()>& abandoned) {
   absl::MutexLock one_at_a_time(&saving_);
+  if (abandoned != nullptr && abandoned()) {
+    // Its caller gave up while an earlier save was written: no one waits
+    // for this one (and a queue of them would hold the daemon's threads).
+    return absl::CancelledError(absl::StrCat(
+        "--checkpoint_dir=", schedule_.dir,
+        ": not saved: the caller gave up (deadline or cancellation) while an "
+        "earlier save was written"));
+  }
   // Counted from here, whether or not this save succeeds: a refused save
   // is asked for again only after as many steps more.
   steps_.store(0, std::memory_order_relaxed);

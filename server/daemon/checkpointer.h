@@ -69,13 +69,17 @@ class Checkpointer : public CheckpointControl {
   // in place, with no copy.
   absl::StatusOr<SaveReport> SaveAtShutdown();
 
-  absl::StatusOr<SaveReport> Save(const std::string& reason) override;
+  absl::StatusOr<SaveReport> Save(
+      const std::string& reason,
+      const std::function<bool()>& abandoned) override;
   absl::StatusOr<std::vector<CheckpointListing>> List() const override;
   std::string restore_fell_back() const override;
   std::string last_save_error() const override;
 
  private:
-  absl::StatusOr<SaveReport> SaveContents(const std::string& reason, bool live);
+  absl::StatusOr<SaveReport> SaveContents(
+      const std::string& reason, bool live,
+      const std::function<bool()>& abandoned = nullptr);
   void RunSchedule();
   // A save refused before its copy: recorded, and the group steps waiting
   // for the copy go on. Returns `status`.

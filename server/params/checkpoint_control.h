@@ -3,6 +3,7 @@
 #ifndef DISTOPT_SERVER_PARAMS_CHECKPOINT_CONTROL_H_
 #define DISTOPT_SERVER_PARAMS_CHECKPOINT_CONTROL_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,11 @@ class CheckpointControl {
  public:
   virtual ~CheckpointControl() = default;
   // Saves a checkpoint now (after any save being written) and returns it.
-  virtual absl::StatusOr<SaveReport> Save(const std::string& reason) = 0;
+  // `abandoned` (may be null) is asked when this save's turn comes: true
+  // (its caller gave up waiting: a deadline passed, a cancellation) makes
+  // it CANCELLED, with nothing saved.
+  virtual absl::StatusOr<SaveReport> Save(
+      const std::string& reason, const std::function<bool()>& abandoned) = 0;
   virtual absl::StatusOr<std::vector<CheckpointListing>> List() const = 0;
   // Which older checkpoint was restored at start-up and why; empty if the
   // newest was.

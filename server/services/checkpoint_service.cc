@@ -29,11 +29,12 @@ void ListingToProto(const CheckpointListing& listing,
 
 }  // namespace
 
-grpc::Status CheckpointServiceImpl::Save(grpc::ServerContext*,
+grpc::Status CheckpointServiceImpl::Save(grpc::ServerContext* context,
                                          const v1::SaveCheckpointRequest*,
                                          v1::CheckpointInfo* response) {
   if (control_ == nullptr) return NoCheckpointDir();
-  absl::StatusOr<SaveReport> report = control_->Save("on demand");
+  absl::StatusOr<SaveReport> report =
+      control_->Save("on demand", [context] { return context->IsCancelled(); });
   if (!report.ok()) return ToGrpcStatus(report.status());
   ListingToProto(report->saved, response);
   response->set_snapshot_seconds(absl::ToDoubleSeconds(report->snapshot));
