@@ -21,6 +21,16 @@
 namespace distopt {
 namespace {
 
+// Under AddressSanitizer (--config=asan) a daemon's memory grows by its
+// shadow and quarantine too (measured: 153 MiB where 150 bound it): the
+// bound on the growth is twice as loose there; the bound of an unbounded
+// design (500 MiB and more) is still far above it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kSanitizerMemoryFactor = 2;
+#else
+constexpr int64_t kSanitizerMemoryFactor = 1;
+#endif
+
 using ::distopt::testing::PollUntil;
 using ::testing::HasSubstr;
 
@@ -128,7 +138,7 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
   const int64_t threads = worker_->ProcStatus("Threads");
   const int64_t rss = worker_->ProcStatus("VmRSS");
   EXPECT_LE(threads, threads_before + 64);
-  EXPECT_LT(rss - rss_before, 150 * 1024);
+  EXPECT_LT(rss - rss_before, kSanitizerMemoryFactor * 150 * 1024);
   // Meanwhile a well-behaved client is served as usual.
   const double during = MedianGetLatency(*small);
   std::printf(
