@@ -29,10 +29,10 @@ void WriteGroupCheckpoint(const GroupCheckpoint& checkpoint,
   saved->set_world_size(checkpoint.world_size);
   saved->set_step(checkpoint.step);
   values->Add(checkpoint.state, saved->mutable_state());
-  for (const std::string& dir : checkpoint.rank_dirs) {
+  for (const std::string& dir : checkpoint.run.rank_dirs) {
     saved->add_rank_checkpoint_dirs(dir);
   }
-  saved->set_run_id(checkpoint.run_id);
+  saved->set_run_id(checkpoint.run.run_id);
 }
 
 absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
@@ -69,9 +69,9 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
       ReadStateDicts({&saved.state()}, sections, values_section);
   if (!state.ok()) return state.status();
   checkpoint.state = std::move((*state)[0]);
-  checkpoint.rank_dirs.assign(saved.rank_checkpoint_dirs().begin(),
-                              saved.rank_checkpoint_dirs().end());
-  checkpoint.run_id = saved.run_id();
+  checkpoint.run.rank_dirs.assign(saved.rank_checkpoint_dirs().begin(),
+                                  saved.rank_checkpoint_dirs().end());
+  checkpoint.run.run_id = saved.run_id();
   return std::optional<GroupCheckpoint>(std::move(checkpoint));
 }
 

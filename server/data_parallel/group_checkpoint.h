@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/data_parallel/group_checkpoint.pb.h"
@@ -21,6 +22,17 @@
 #include "server/params/checkpoint.h"
 
 namespace distopt {
+
+// What a group optimizer's checkpoints carry from its creation: the
+// manifest (every rank's checkpoint folder, by rank; empty unless every
+// rank has one) and the run (one creation of the group's optimizer, by a
+// random id the ranks share: group steps are compared within a run, since
+// a rank that fell back to an older step keeps newer checkpoints of the
+// run the group abandoned; 0 in older checkpoints).
+struct GroupRun {
+  std::vector<std::string> rank_dirs;
+  uint64_t run_id = 0;
+};
 
 struct GroupCheckpoint {
   std::string kind;
@@ -32,12 +44,21 @@ struct GroupCheckpoint {
   // This rank's: ZeRO's shard (at global positions), or post-local SGD's
   // local state.
   OptimizerStateDict state;
-  // The manifest: every rank's checkpoint folder, by rank (empty when the
-  // ranks ran without --checkpoint_dir).
-  std::vector<std::string> rank_dirs;
-  // The run (see SavedGroupOptimizer.run_id); 0 in older checkpoints.
-  uint64_t run_id = 0;
+  GroupRun run;
 };
+
+// A group optimizer's part of a checkpoint's cut (the runners' Snapshot),
+// with the runner's lock held: the created optimizer's checkpoint, made
+// by `live` (its damage is checked again in the cut: a step that failed
+// half-way since the save began left the model torn), or, before its
+// Create, a deep copy of the `restored` one (so that saves before then do
+// not rotate it away), or none; then `while_stopped` runs (the copy of the
+// parameters) before any step can.
+template <typename Checkpoint, typename Live>
+absl::StatusOr<std::optional<Checkpoint>> SnapshotGroupOptimizer(
+    bool created, const absl::Status& damage, Live live,
+    const std::optional<Checkpoint>& restored,
+    absl::FunctionRef<absl::Status()> while_stopped);
 
 // Gives `checkpoint`'s state buffers copies of their own.
 absl::Status CloneStateBuffers(GroupCheckpoint* checkpoint);
@@ -70,6 +91,44 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupCheckpoint(
     const CheckpointSections& sections, const std::string& header_section,
     const std::string& values_section,
     const GroupCheckpointFilter& wanted = nullptr);
+
+// Reads a group optimizer's header section `header_section` into `header`
+// (a message whose group() is its SavedGroupOptimizer), then its group
+// part: nullopt when the checkpoint has no such section, or `wanted` does
+// not want it.
+template <typename Header>
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupSections(
+    const CheckpointSections& sections, const std::string& header_section,
+    const std::string& values_section, const GroupCheckpointFilter& wanted,
+    Header* header) {
+  absl::StatusOr<bool> saved =
+      ReadMessageSection(sections, header_section, header);
+  if (!saved.ok()) return saved.status();
+  if (!*saved) return std::nullopt;
+  return ReadGroupCheckpoint(header->group(), sections, header_section,
+                             values_section, wanted);
+}
+
+template <typename Checkpoint, typename Live>
+absl::StatusOr<std::optional<Checkpoint>> SnapshotGroupOptimizer(
+    bool created, const absl::Status& damage, Live live,
+    const std::optional<Checkpoint>& restored,
+    absl::FunctionRef<absl::Status()> while_stopped) {
+  std::optional<Checkpoint> saved;
+  if (created) {
+    if (!damage.ok()) return damage;
+    absl::StatusOr<Checkpoint> now = live();
+    if (!now.ok()) return now.status();
+    saved = *std::move(now);
+  } else if (restored.has_value()) {
+    absl::StatusOr<Checkpoint> copy = DeepCopy(*restored);
+    if (!copy.ok()) return copy.status();
+    saved = *std::move(copy);
+  }
+  absl::Status status = while_stopped();
+  if (!status.ok()) return status;
+  return saved;
+}
 
 }  // namespace distopt
 

@@ -326,17 +326,26 @@ absl::StatusOr<std::vector<GroupStepKey>> HeldGroupSteps(
   return steps;
 }
 
-absl::StatusOr<uint64_t> NewRunId(Communicator& communicator) {
-  uint64_t run = 0;
+absl::StatusOr<GroupRun> FormGroupRun(Communicator& communicator,
+                                      const std::string& checkpoint_dir) {
+  GroupRun run;
+  absl::StatusOr<std::vector<std::string>> dirs =
+      AllGatherStrings(communicator, checkpoint_dir);
+  if (!dirs.ok()) return dirs.status();
+  if (std::none_of(dirs->begin(), dirs->end(),
+                   [](const std::string& dir) { return dir.empty(); })) {
+    run.rank_dirs = *std::move(dirs);
+  }
   if (communicator.rank() == 0) {
     std::random_device device;
-    run = (static_cast<uint64_t>(device()) << 32) ^ device() ^
-          static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    run.run_id = (static_cast<uint64_t>(device()) << 32) ^ device() ^
+                 static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   }
-  std::vector<float> encoded = EncodeAsFloats(run);
+  std::vector<float> encoded = EncodeAsFloats(run.run_id);
   absl::Status sent = communicator.Broadcast(absl::MakeSpan(encoded), 0);
   if (!sent.ok()) return sent;
-  return DecodeFromFloats(encoded.data());
+  run.run_id = DecodeFromFloats(encoded.data());
+  return run;
 }
 
 RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
@@ -345,7 +354,7 @@ RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
                                         GroupCheckpointReader read) {
   RestoredGroupOptimizer restored{std::move(optimizer), group.rank,
                                   group.world_size,     group.step,
-                                  group.rank_dirs,      group.run_id};
+                                  group.run.rank_dirs,  group.run.run_id};
   absl::StatusOr<std::vector<GroupStepKey>> held =
       HeldGroupSteps(dir, group.rank, group.world_size, read);
   if (held.ok()) {
@@ -355,7 +364,7 @@ RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
     std::fprintf(stderr,
                  "distopt_worker: listing the group checkpoints in %s: %s\n",
                  dir.c_str(), std::string(held.status().message()).c_str());
-    restored.held = {{group.run_id, group.step}};
+    restored.held = {{group.run.run_id, group.step}};
   }
   return restored;
 }

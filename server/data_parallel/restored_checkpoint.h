@@ -125,8 +125,24 @@ RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
                                         const std::string& dir,
                                         GroupCheckpointReader read);
 
-// Collective: a new run's id, the same on every rank (rank 0 draws it).
-absl::StatusOr<uint64_t> NewRunId(Communicator& communicator);
+// Collective, when the group's optimizer is created: the new run (rank 0
+// draws its id) and the manifest of every rank's `checkpoint_dir` (empty
+// unless every rank has one).
+absl::StatusOr<GroupRun> FormGroupRun(Communicator& communicator,
+                                      const std::string& checkpoint_dir);
+
+// The group part of a checkpoint of the group optimizer `Read` reads
+// (ReadZeroCheckpoint, ReadLocalSgdCheckpoint), as a GroupCheckpointReader.
+template <typename Checkpoint,
+          absl::StatusOr<std::optional<Checkpoint>> (*Read)(
+              const CheckpointSections&, const GroupCheckpointFilter&)>
+absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
+    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
+  absl::StatusOr<std::optional<Checkpoint>> read = Read(sections, wanted);
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) return std::nullopt;
+  return std::move((*read)->group);
+}
 
 // Collective, for a group that resumes at the world size it was saved at
 // (GroupResume::OwnState): this rank's state to load, the `restored` one's,

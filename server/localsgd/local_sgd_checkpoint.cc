@@ -36,11 +36,8 @@ std::vector<CheckpointSection> LocalSgdSections(
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> ReadLocalSgdCheckpoint(
     const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
   checkpoint::SavedLocalSgd header;
-  absl::StatusOr<bool> saved = ReadMessageSection(sections, kHeader, &header);
-  if (!saved.ok()) return saved.status();
-  if (!*saved) return std::nullopt;
   absl::StatusOr<std::optional<GroupCheckpoint>> group =
-      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues, wanted);
+      ReadGroupSections(sections, kHeader, kValues, wanted, &header);
   if (!group.ok()) return group.status();
   if (!group->has_value()) return std::nullopt;
   LocalSgdCheckpoint checkpoint;

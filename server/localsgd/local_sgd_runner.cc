@@ -73,8 +73,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   if (!groups.ok()) return groups.status();
   std::vector<std::string> warnings;
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
-  absl::StatusOr<std::vector<std::string>> rank_dirs;
-  absl::StatusOr<uint64_t> run;
+  absl::StatusOr<GroupRun> run;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators, bool* changed) {
@@ -84,24 +83,16 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
                                               tensors, spec.options, &warnings,
                                               &resources_.parameters->budget());
         if (!optimizer.ok()) return optimizer.status();
-        rank_dirs =
-            AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
-        if (!rank_dirs.ok()) return rank_dirs.status();
         absl::Status resumed =
             ResumeLocked(communicators.global(), spec, tensors, **optimizer,
                          &warnings, changed);
         if (!resumed.ok()) return resumed;
-        run = NewRunId(communicators.global());
+        run = FormGroupRun(communicators.global(), resources_.checkpoint_dir);
         return run.status();
       });
   if (!ran.ok()) return ran;
   restored_.reset();
-  run_id_ = *run;
-  // A manifest names every rank's folder, or none.
-  rank_dirs_ = *std::move(rank_dirs);
-  for (const std::string& dir : rank_dirs_) {
-    if (dir.empty()) rank_dirs_.clear();
-  }
+  run_ = *std::move(run);
   Log(warnings);
   spec_ = std::move(spec);
   groups_ = *std::move(groups);
@@ -200,16 +191,6 @@ std::string Describe(const std::string& kind,
       ", subgroup_size ", o.subgroup_size);
 }
 
-// The group part of a checkpoint's post-local SGD optimizer.
-absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
-    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
-  absl::StatusOr<std::optional<LocalSgdCheckpoint>> read =
-      ReadLocalSgdCheckpoint(sections, wanted);
-  if (!read.ok()) return read.status();
-  if (!read->has_value()) return std::nullopt;
-  return std::move((*read)->group);
-}
-
 // Loads the state every rank resumes with, agreed: a rank that refuses it
 // refuses Create on every rank.
 absl::Status LoadAgreed(Communicator& communicator,
@@ -232,7 +213,8 @@ absl::Status LocalSgdRunner::ResumeLocked(
     const GroupCheckpoint& group = restored_->group;
     restored = DescribeRestored(
         group, Describe(group.kind, group.groups, restored_->options),
-        resources_.checkpoint_dir, ReadGroupPart);
+        resources_.checkpoint_dir,
+        ReadGroupPart<LocalSgdCheckpoint, ReadLocalSgdCheckpoint>);
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -242,7 +224,8 @@ absl::Status LocalSgdRunner::ResumeLocked(
   if (resume->OwnState(communicator.size())) {
     absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
         communicator, *resume, restored_->group, resources_.checkpoint_dir,
-        "post-local SGD", spec.groups, tensors, ReadGroupPart, changed);
+        "post-local SGD", spec.groups, tensors,
+        ReadGroupPart<LocalSgdCheckpoint, ReadLocalSgdCheckpoint>, changed);
     if (!state.ok()) return state.status();
     return LoadAgreed(communicator, optimizer, *state, resume->step, warnings);
   }
@@ -283,36 +266,26 @@ absl::Status LocalSgdRunner::ResumeLocked(
 absl::StatusOr<std::optional<LocalSgdCheckpoint>> LocalSgdRunner::Snapshot(
     absl::FunctionRef<absl::Status()> while_stopped) const {
   absl::MutexLock lock(&mutex_);
-  std::optional<LocalSgdCheckpoint> saved;
-  if (optimizer_ != nullptr) {
-    // Checked again here, in the cut: a step that failed half-way since
-    // the save began left the model torn.
-    if (!optimizer_->damage().ok()) return optimizer_->damage();
-    saved.emplace();
-    GroupCheckpoint& group = saved->group;
-    group.kind = spec_.kind;
-    group.groups = spec_.groups;
-    group.timeout = spec_.timeout;
-    group.rank = resources_.rank();
-    GroupMembership* membership = resources_.membership->load();
-    group.world_size = membership != nullptr ? membership->world_size() : 1;
-    group.step = optimizer_->step();
-    group.rank_dirs = rank_dirs_;
-    group.run_id = run_id_;
-    absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
-    if (!state.ok()) return state.status();
-    group.state = *std::move(state);
-    saved->options = spec_.options;
-  } else if (restored_.has_value()) {
-    // Restored, and the group's Create has not come yet: saved again as it
-    // was, so that saves before then do not rotate it away.
-    absl::StatusOr<LocalSgdCheckpoint> copy = DeepCopy(*restored_);
-    if (!copy.ok()) return copy.status();
-    saved = *std::move(copy);
-  }
-  absl::Status status = while_stopped();
-  if (!status.ok()) return status;
-  return saved;
+  return SnapshotGroupOptimizer<LocalSgdCheckpoint>(
+      optimizer_ != nullptr,
+      optimizer_ != nullptr ? optimizer_->damage() : absl::OkStatus(),
+      [&]() -> absl::StatusOr<LocalSgdCheckpoint> {
+        LocalSgdCheckpoint saved;
+        GroupCheckpoint& group = saved.group;
+        group.kind = spec_.kind;
+        group.groups = spec_.groups;
+        group.timeout = spec_.timeout;
+        group.rank = resources_.rank();
+        group.world_size = optimizer_->world_size();
+        group.step = optimizer_->step();
+        group.run = run_;
+        absl::StatusOr<OptimizerStateDict> state = optimizer_->StateDict();
+        if (!state.ok()) return state.status();
+        group.state = *std::move(state);
+        saved.options = spec_.options;
+        return saved;
+      },
+      restored_, while_stopped);
 }
 
 void LocalSgdRunner::SetRestored(LocalSgdCheckpoint restored) {

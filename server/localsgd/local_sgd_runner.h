@@ -110,11 +110,8 @@ class LocalSgdRunner {
   std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);
   std::optional<LocalSgdCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
-  // The group checkpoints' manifest: every rank's checkpoint folder (empty
-  // unless every rank has one).
-  std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
-  // This creation's run (see GroupCheckpoint::run_id).
-  uint64_t run_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  // What its checkpoints carry from its creation (manifest, run).
+  GroupRun run_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
 };
 

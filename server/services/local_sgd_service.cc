@@ -3,11 +3,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/collective_timeout.h"
 #include "common/grpc_status.h"
+#include "server/data_parallel/named_groups_proto.h"
 #include "server/optim/wire_optimizer.h"
 #include "server/services/bucket_bytes.h"
 #include "server/services/caller_identity.h"
 #include "server/services/chunked_reply.h"
-#include "server/data_parallel/named_groups_proto.h"
 
 namespace distopt {
 namespace {

@@ -25,11 +25,8 @@ std::vector<CheckpointSection> ZeroSections(const ZeroCheckpoint& saved) {
 absl::StatusOr<std::optional<ZeroCheckpoint>> ReadZeroCheckpoint(
     const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
   checkpoint::SavedZero header;
-  absl::StatusOr<bool> saved = ReadMessageSection(sections, kHeader, &header);
-  if (!saved.ok()) return saved.status();
-  if (!*saved) return std::nullopt;
   absl::StatusOr<std::optional<GroupCheckpoint>> group =
-      ReadGroupCheckpoint(header.group(), sections, kHeader, kValues, wanted);
+      ReadGroupSections(sections, kHeader, kValues, wanted, &header);
   if (!group.ok()) return group.status();
   if (!group->has_value()) return std::nullopt;
   ZeroCheckpoint checkpoint;

@@ -88,8 +88,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::StatusOr<int64_t> resumed_step;
-  absl::StatusOr<uint64_t> run;
-  absl::StatusOr<std::vector<std::string>> rank_dirs;
+  absl::StatusOr<GroupRun> run;
   absl::Status ran = RunLockedCollective(
       **membership, spec.timeout, *groups,
       [&](CommunicatorGroup& communicators, bool* changed) {
@@ -99,24 +98,16 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
                                           spec.kind, tensors, spec.options,
                                           &resources_.parameters->budget());
         if (!optimizer.ok()) return optimizer.status();
-        rank_dirs =
-            AllGatherStrings(communicators.global(), resources_.checkpoint_dir);
-        if (!rank_dirs.ok()) return rank_dirs.status();
         resumed_step = ResumeLocked(communicators.global(), spec, tensors,
                                     **optimizer, changed);
         if (!resumed_step.ok()) return resumed_step.status();
-        run = NewRunId(communicators.global());
+        run = FormGroupRun(communicators.global(), resources_.checkpoint_dir);
         return run.status();
       });
   if (!ran.ok()) return ran;
   steps_ = *resumed_step;
-  run_id_ = *run;
+  run_ = *std::move(run);
   restored_.reset();
-  // A manifest names every rank's folder, or none.
-  rank_dirs_ = *std::move(rank_dirs);
-  for (const std::string& dir : rank_dirs_) {
-    if (dir.empty()) rank_dirs_.clear();
-  }
   spec_ = spec;
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
@@ -362,16 +353,6 @@ std::string Describe(const std::string& kind,
       ", parameters_as_bucket_view=", options.parameters_as_bucket_view);
 }
 
-// The group part of a checkpoint's ZeRO optimizer.
-absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
-    const CheckpointSections& sections, const GroupCheckpointFilter& wanted) {
-  absl::StatusOr<std::optional<ZeroCheckpoint>> read =
-      ReadZeroCheckpoint(sections, wanted);
-  if (!read.ok()) return read.status();
-  if (!read->has_value()) return std::nullopt;
-  return std::move((*read)->group);
-}
-
 }  // namespace
 
 absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
@@ -383,7 +364,8 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
     const GroupCheckpoint& group = restored_->group;
     restored = DescribeRestored(
         group, Describe(group.kind, group.groups, restored_->options),
-        resources_.checkpoint_dir, ReadGroupPart);
+        resources_.checkpoint_dir,
+        ReadGroupPart<ZeroCheckpoint, ReadZeroCheckpoint>);
   }
   absl::StatusOr<GroupResume> resume = AgreeOnRestoredState(
       communicator, restored, Describe(spec.kind, spec.groups, spec.options),
@@ -394,7 +376,8 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
     // Each rank keeps its own share: the same partition, so its own shard.
     absl::StatusOr<OptimizerStateDict> state = ResumeOwnState(
         communicator, *resume, restored_->group, resources_.checkpoint_dir,
-        "ZeRO", spec.groups, tensors, ReadGroupPart, changed);
+        "ZeRO", spec.groups, tensors,
+        ReadGroupPart<ZeroCheckpoint, ReadZeroCheckpoint>, changed);
     if (!state.ok()) return state.status();
     absl::Status loaded = optimizer.LoadStateDict(*state);
     if (!loaded.ok()) return loaded;
@@ -423,35 +406,27 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
 absl::StatusOr<std::optional<ZeroCheckpoint>> ZeroRunner::Snapshot(
     absl::FunctionRef<absl::Status()> while_stopped) const {
   absl::MutexLock lock(&mutex_);
-  std::optional<ZeroCheckpoint> saved;
-  if (optimizer_ != nullptr) {
-    // Checked again here, in the cut: a step that failed half-way since
-    // the save began left the model torn.
-    if (!optimizer_->damage().ok()) return optimizer_->damage();
-    saved.emplace();
-    GroupCheckpoint& group = saved->group;
-    group.kind = spec_.kind;
-    group.groups = spec_.groups;
-    group.timeout = spec_.timeout;
-    group.rank = resources_.rank();
-    group.world_size = static_cast<int>(optimizer_->partition().load.size());
-    group.step = steps_;
-    group.rank_dirs = rank_dirs_;
-    group.run_id = run_id_;
-    absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
-    if (!shard.ok()) return shard.status();
-    group.state = *std::move(shard);
-    saved->options = spec_.options;
-  } else if (restored_.has_value()) {
-    // Restored, and the group's Create has not come yet: saved again as it
-    // was, so that saves before then do not rotate it away.
-    absl::StatusOr<ZeroCheckpoint> copy = DeepCopy(*restored_);
-    if (!copy.ok()) return copy.status();
-    saved = *std::move(copy);
-  }
-  absl::Status status = while_stopped();
-  if (!status.ok()) return status;
-  return saved;
+  return SnapshotGroupOptimizer<ZeroCheckpoint>(
+      optimizer_ != nullptr,
+      optimizer_ != nullptr ? optimizer_->damage() : absl::OkStatus(),
+      [&]() -> absl::StatusOr<ZeroCheckpoint> {
+        ZeroCheckpoint saved;
+        GroupCheckpoint& group = saved.group;
+        group.kind = spec_.kind;
+        group.groups = spec_.groups;
+        group.timeout = spec_.timeout;
+        group.rank = resources_.rank();
+        group.world_size =
+            static_cast<int>(optimizer_->partition().load.size());
+        group.step = steps_;
+        group.run = run_;
+        absl::StatusOr<OptimizerStateDict> shard = optimizer_->ShardStateDict();
+        if (!shard.ok()) return shard.status();
+        group.state = *std::move(shard);
+        saved.options = spec_.options;
+        return saved;
+      },
+      restored_, while_stopped);
 }
 
 void ZeroRunner::SetRestored(ZeroCheckpoint restored) {

@@ -150,11 +150,8 @@ class ZeroRunner {
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
   std::optional<NamedStateDict> consolidated_ ABSL_GUARDED_BY(mutex_);
   std::optional<ZeroCheckpoint> restored_ ABSL_GUARDED_BY(mutex_);
-  // The group checkpoints' manifest: every rank's checkpoint folder (empty
-  // unless every rank has one).
-  std::vector<std::string> rank_dirs_ ABSL_GUARDED_BY(mutex_);
-  // This creation's run (see GroupCheckpoint::run_id).
-  uint64_t run_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  // What its checkpoints carry from its creation (manifest, run).
+  GroupRun run_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
