@@ -1,5 +1,9 @@
 #include "server/autograd/context_table.h"
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
 #include "gmock/gmock.h"
@@ -150,6 +154,78 @@ TEST_F(ContextTableTest, AnotherIdentityCannotUseAContext) {
   EXPECT_TRUE(table_.Find(9, "CN=alice").ok());
   EXPECT_EQ(table_.List(0, 10, "CN=alice").contexts.size(), 1u);
   EXPECT_TRUE(*table_.Release(9, "CN=alice"));
+}
+
+// Accumulations, look-ups and listings from many threads at once (run
+// under --config=tsan too): every accumulation counts exactly once.
+TEST_F(ContextTableTest, AccumulationsFromManyThreadsAllCount) {
+  auto w = MakeParameter("w", DType::kFloat32, {4});
+  constexpr int kThreads = 6;
+  constexpr int kAdds = 300;
+  constexpr uint64_t kContexts = 5;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAdds; ++i) {
+        const uint64_t id = 1 + (t + i) % kContexts;
+        absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+            table_.GetOrCreate(id);
+        ASSERT_TRUE(context.ok()) << context.status();
+        ASSERT_TRUE(Add(**context, *w, Filled(DType::kFloat32, {4}, 1)).ok());
+        if (i % 16 == 0) {
+          EXPECT_LE(table_.List(0, 100).contexts.size(), kContexts);
+          EXPECT_TRUE(table_.Find(id).ok());
+          (*context)->Info();
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  float total = 0;
+  for (uint64_t id = 1; id <= kContexts; ++id) {
+    total += (*table_.Find(id))->Gradient(w->id())->host_span<float>()[3];
+    EXPECT_TRUE(*table_.Release(id));
+  }
+  EXPECT_EQ(total, static_cast<float>(kThreads * kAdds));
+  EXPECT_EQ(budget_.used_bytes(), 16u);  // The parameter alone.
+}
+
+// Contexts made, used, released and collected by different threads at
+// once: whatever the interleaving, nothing stays charged to the budget.
+TEST_F(ContextTableTest, ReleaseAndCollectionRacingWithUseLeaveNothing) {
+  auto w = MakeParameter("w", DType::kFloat32, {8});
+  std::atomic<int64_t> clock_seconds{0};
+  ContextTable table(absl::Seconds(1), &budget_, [&] {
+    return absl::FromUnixSeconds(clock_seconds.load());
+  });
+  std::atomic<bool> done{false};
+  std::thread collector([&] {
+    while (!done.load()) {
+      clock_seconds += 1;
+      table.CollectIdle(absl::FromUnixSeconds(clock_seconds.load() + 2));
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 5; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 400; ++i) {
+        const uint64_t id = 1 + (i * 7 + t) % 9;
+        absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+            table.GetOrCreate(id);
+        ASSERT_TRUE(context.ok()) << context.status();
+        Add(**context, *w, Filled(DType::kFloat32, {8}, 1)).IgnoreError();
+        if (i % 3 == 0) table.Release(id).IgnoreError();
+        if (i % 5 == 0) table.ReleaseIfUnused(*context);
+        if (i % 4 == 0) EXPECT_LE(table.List(0, 100).contexts.size(), 9u);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  done = true;
+  collector.join();
+  for (uint64_t id = 1; id <= 9; ++id) table.Release(id).IgnoreError();
+  EXPECT_TRUE(table.List(0, 100).contexts.empty());
+  EXPECT_EQ(budget_.used_bytes(), 32u);  // The parameter alone.
 }
 
 TEST(BackwardClaimTest, OnceThenRetriesWithTheSameGradientsOnly) {

@@ -7,14 +7,17 @@
 // twice, for x86-64-v3 (AVX2 and FMA, where fma is one instruction; the
 // loader checks the features, not the CPU model) and for baseline
 // x86-64 (where it is a correct but slower library call); the dynamic
-// loader picks the clone the CPU can run.
+// loader picks the clone the CPU can run. Not under ThreadSanitizer: g++
+// instruments the clones' resolver, which the loader runs before the
+// sanitizer's runtime is up, and the program dies at start.
 #ifndef DISTOPT_SERVER_OPTIM_CPU_KERNEL_H_
 #define DISTOPT_SERVER_OPTIM_CPU_KERNEL_H_
 
 #include <cmath>
 #include <type_traits>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define DISTOPT_CPU_KERNEL \
   __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else

@@ -205,5 +205,90 @@ TEST(MemoryBudgetTest, EnforcesPerTensorAndTotalLimits) {
   EXPECT_EQ(budget.used_bytes(), 100u);
 }
 
+// Creations, look-ups, listings and deletions from many threads at once
+// (run under --config=tsan too): every parameter made is found, listed
+// consistently and deleted, and the budget is whole again at the end.
+TEST_F(ParameterStoreTest, CreatesFindsListsAndDeletesFromManyThreads) {
+  constexpr int kThreads = 6;
+  constexpr int kRounds = 150;
+  std::atomic<bool> done{false};
+  std::atomic<int> listed{0};
+  std::thread lister([&] {
+    while (!done.load()) {
+      ParameterPage page = store_.List("", 0, 1000);
+      for (size_t i = 1; i < page.parameters.size(); ++i) {
+        ASSERT_LT(page.parameters[i - 1].id, page.parameters[i].id);
+      }
+      listed += static_cast<int>(page.parameters.size());
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const std::string name =
+            "t" + std::to_string(t) + "/" + std::to_string(r);
+        absl::StatusOr<ParameterInfo> made = store_.Create(Spec(name, {16}));
+        ASSERT_TRUE(made.ok()) << made.status();
+        absl::StatusOr<std::shared_ptr<Parameter>> found =
+            store_.Find(ParameterKey::ByName(name));
+        ASSERT_TRUE(found.ok()) << found.status();
+        ASSERT_EQ((*found)->id(), made->id);
+        ASSERT_TRUE(store_.Delete(ParameterKey::ById(made->id)).ok());
+        EXPECT_EQ(store_.Find(ParameterKey::ById(made->id)).status().code(),
+                  absl::StatusCode::kNotFound);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  done = true;
+  lister.join();
+  EXPECT_TRUE(store_.List("", 0, 1000).parameters.empty());
+  EXPECT_EQ(budget_.used_bytes(), 0u);
+}
+
+// Reservations taken, resized and given back from many threads never pass
+// the total limit, and all of them come back.
+TEST(MemoryBudgetTest, HoldsItsLimitsUnderManyThreads) {
+  constexpr uint64_t kTotal = 10000;
+  MemoryBudget budget(1000, kTotal);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      uint64_t seed = 12345 + t;
+      std::vector<Reservation> held;
+      for (int i = 0; i < 3000; ++i) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        const uint64_t bytes = 1 + (seed >> 33) % 1000;
+        switch ((seed >> 20) % 4) {
+          case 0:
+          case 1: {
+            absl::StatusOr<Reservation> r = budget.Reserve(bytes, "t");
+            if (r.ok()) {
+              held.push_back(*std::move(r));
+            } else {
+              ++refused;
+            }
+            break;
+          }
+          case 2:
+            if (!held.empty()) {
+              if (!budget.Resize(held.back(), bytes, "t").ok()) ++refused;
+            }
+            break;
+          case 3:
+            if (!held.empty()) held.pop_back();
+            break;
+        }
+        ASSERT_LE(budget.used_bytes(), kTotal);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GT(refused.load(), 0) << "the limit was never reached";
+  EXPECT_EQ(budget.used_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace distopt

@@ -1,6 +1,8 @@
 #include "server/services/stream_limits.h"
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -56,6 +58,42 @@ TEST(StreamLimitsTest, CloseLetsAWorkingStreamReplyThenRefusesMore) {
   ASSERT_TRUE((*slot)->BeginWork());
   limits.Close();
   EXPECT_FALSE((*slot)->AwaitRequest());
+}
+
+// Calls taking and giving back slots from many threads at once (run under
+// --config=tsan too) never hold more than the bound.
+TEST(StreamLimitsTest, ManyThreadsNeverHoldMoreThanTheBound) {
+  constexpr int kTotal = 4;
+  StreamLimits limits({kTotal, kTotal, absl::Seconds(30)});
+  std::atomic<int> held{0};
+  std::atomic<int> most{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        grpc::ServerContext context;
+        absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
+            limits.Acquire(&context, "StepStream");
+        if (!slot.ok()) {
+          ASSERT_EQ(slot.status().code(), absl::StatusCode::kResourceExhausted);
+          continue;
+        }
+        const int now = ++held;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        (*slot)->BeginWait();
+        (*slot)->EndWait();
+        ASSERT_TRUE((*slot)->AwaitRequest());
+        ASSERT_TRUE((*slot)->BeginWork());
+        --held;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_LE(most.load(), kTotal);
+  EXPECT_GE(most.load(), 1);
+  limits.Close();
 }
 
 }  // namespace
