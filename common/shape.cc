@@ -40,6 +40,12 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape,
 }
 
 int64_t NumElements(absl::Span<const int64_t> shape) {
+  // A zero anywhere makes the product zero, whatever the others: a checked
+  // shape may hold huge dimensions beside a zero ([2^40, 2^40, 0]), whose
+  // product from the left would overflow first (found by the fuzzers).
+  for (int64_t dim : shape) {
+    if (dim == 0) return 0;
+  }
   int64_t count = 1;
   for (int64_t dim : shape) count *= dim;
   return count;

@@ -17,6 +17,14 @@ TEST(ShapeTest, CountsElements) {
   EXPECT_EQ(NumElements({2, 3}), 6);
 }
 
+// Huge dimensions beside a zero: zero elements, with no overflow on the
+// way (the fuzzers' first finding, a UBSan report in NumElements).
+TEST(ShapeTest, AZeroDimensionMakesZeroWhateverTheOthers) {
+  const Shape shape = {int64_t{1} << 40, int64_t{1} << 40, 0};
+  EXPECT_EQ(*CheckedNumElements(shape, DType::kFloat32, "shape"), 0);
+  EXPECT_EQ(NumElements(shape), 0);
+}
+
 TEST(ShapeTest, RejectsNegativeDimensionNamingIt) {
   absl::StatusOr<int64_t> count =
       CheckedNumElements({2, -1}, DType::kFloat32, "shape");

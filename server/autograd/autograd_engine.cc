@@ -3,25 +3,11 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
-#include "common/wire_limits.h"
+#include "server/autograd/reply_limit.h"
 #include "server/params/parameter_locks.h"
 #include "server/params/parameter_lookup.h"
 
 namespace distopt {
-namespace {
-
-// A reply over `limit` tensor bytes, refused before anything changed.
-absl::Status ReplyTooLarge(absl::string_view what, int64_t bytes,
-                           int64_t limit) {
-  absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
-      what, " would take ", bytes, " bytes; expected at most ", limit,
-      limit < kMaxChunkedPayloadBytes ? " in a unary call (send it chunked)"
-                                      : " per call (split the batch)"));
-  status.SetPayload(kReplyTooLargeMetadata, absl::Cord("1"));
-  return status;
-}
-
-}  // namespace
 
 absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
                                                       int64_t reply_limit) {
@@ -45,7 +31,7 @@ absl::StatusOr<ForwardResult> AutogradEngine::Forward(const ForwardCall& call,
       record.parameter_ids.push_back(parameter->id());
       record.parameter_versions.push_back(parameter->version_locked());
     }
-    outputs = (*op)->Forward(call.inputs, values, &record.saved);
+    outputs = (*op)->Forward(call.inputs, values, &record.saved, reply_limit);
   }
   if (!outputs.ok()) return outputs.status();
   int64_t output_bytes = 0;

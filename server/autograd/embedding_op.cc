@@ -9,6 +9,7 @@
 #include "common/cpu_backend.h"
 #include "server/autograd/cuda_embedding.h"
 #include "server/autograd/op_registry.h"
+#include "server/autograd/reply_limit.h"
 
 namespace distopt {
 namespace {
@@ -17,7 +18,7 @@ class EmbeddingOp : public AutogradOp {
  public:
   absl::StatusOr<std::vector<Tensor>> Forward(
       absl::Span<const Tensor> inputs, absl::Span<const Tensor* const> params,
-      std::vector<Tensor>* saved) const override {
+      std::vector<Tensor>* saved, int64_t output_limit) const override {
     if (inputs.size() != 1 || params.size() != 1) {
       return absl::InvalidArgumentError(
           "inputs, parameter_ids: embedding expects 1 input (indices) and 1 "
@@ -44,6 +45,9 @@ class EmbeddingOp : public AutogradOp {
                          " is out of range; expected 0 to ", rows - 1));
       }
     }
+    absl::Status fits = CheckFloatReplyFits(
+        "inputs: the outputs", indices.num_elements(), dim, output_limit);
+    if (!fits.ok()) return fits;
     Shape shape = indices.shape();
     shape.push_back(dim);
     if (table.device().is_cuda()) {

@@ -11,6 +11,7 @@
 #include "common/cpu_backend.h"
 #include "server/autograd/cuda_linear.h"
 #include "server/autograd/op_registry.h"
+#include "server/autograd/reply_limit.h"
 
 namespace distopt {
 namespace {
@@ -34,7 +35,7 @@ class LinearOp : public AutogradOp {
  public:
   absl::StatusOr<std::vector<Tensor>> Forward(
       absl::Span<const Tensor> inputs, absl::Span<const Tensor* const> params,
-      std::vector<Tensor>* saved) const override {
+      std::vector<Tensor>* saved, int64_t output_limit) const override {
     if (inputs.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "inputs: ", inputs.size(), " tensors; linear expects 1 (x)"));
@@ -71,6 +72,8 @@ class LinearOp : public AutogradOp {
       }
     }
     const int64_t n = x.shape()[0];
+    status = CheckFloatReplyFits("inputs: the outputs", n, out, output_limit);
+    if (!status.ok()) return status;
     if (w.device().is_cuda()) {
       return ForwardOnGpu(x, params, n, in, out, saved);
     }

@@ -11,6 +11,7 @@
 #define DISTOPT_SERVER_AUTOGRAD_OP_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -39,10 +40,12 @@ class AutogradOp {
   virtual ~AutogradOp() = default;
 
   // INVALID_ARGUMENT naming "inputs[i]" or "parameter_ids[i]" when the
-  // tensors do not fit the op.
+  // tensors do not fit the op; ReplyTooLarge (reply_limit.h) before any
+  // output is allocated when the outputs would pass `output_limit` bytes.
   virtual absl::StatusOr<std::vector<Tensor>> Forward(
       absl::Span<const Tensor> inputs, absl::Span<const Tensor* const> params,
-      std::vector<Tensor>* saved) const = 0;
+      std::vector<Tensor>* saved,
+      int64_t output_limit = std::numeric_limits<int64_t>::max()) const = 0;
 
   // `output_gradients` match the forward's outputs (checked by the caller).
   virtual absl::StatusOr<OpGradients> Backward(

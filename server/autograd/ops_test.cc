@@ -237,5 +237,40 @@ TEST(EmbeddingOpTest, LooksUpRowsAndGivesRowGradients) {
       HasSubstr("index 10 at position 4 is out of range; expected 0 to 9"));
 }
 
+// A few bytes of input must not make a huge output: the limit is checked
+// before anything is allocated (a weight with no input features makes an
+// x of 2^26 rows and no columns, an empty tensor, into 1 GiB of output).
+TEST(OpOutputLimitTest, OutputsPastTheLimitAreRefusedBeforeAllocation) {
+  OpRegistry registry;
+  const AutogradOp& linear = **registry.Find("linear");
+  const Tensor w = *Tensor::AllocateHost(DType::kFloat32, {4, 0});
+  const Tensor x =
+      *Tensor::AllocateHost(DType::kFloat32, {int64_t{1} << 26, 0});
+  std::vector<Tensor> saved;
+  absl::StatusOr<std::vector<Tensor>> y =
+      linear.Forward({x}, {&w}, &saved, /*output_limit=*/1 << 20);
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(y.status().message(),
+              HasSubstr("the outputs would take 1073741824 bytes"));
+  // Rows times columns past int64 is refused too, not wrapped.
+  const Tensor wide =
+      *Tensor::AllocateHost(DType::kFloat32, {int64_t{1} << 40, 0});
+  const Tensor tall =
+      *Tensor::AllocateHost(DType::kFloat32, {int64_t{1} << 40, 0});
+  y = linear.Forward({tall}, {&wide}, &saved, /*output_limit=*/1 << 20);
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kResourceExhausted);
+
+  const AutogradOp& embedding = **registry.Find("embedding");
+  Tensor table = *Tensor::AllocateHost(DType::kFloat32, {1, 1024});
+  Tensor indices = *Tensor::AllocateHost(DType::kInt64, {1000});
+  for (int64_t& i : indices.host_span<int64_t>()) i = 0;
+  absl::StatusOr<std::vector<Tensor>> rows =
+      embedding.Forward({indices}, {&table}, &saved, /*output_limit=*/1 << 20);
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kResourceExhausted);
+  rows = embedding.Forward({indices}, {&table}, &saved,
+                           /*output_limit=*/4 * 1024 * 1000);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+}
+
 }  // namespace
 }  // namespace distopt

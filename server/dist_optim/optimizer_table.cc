@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -147,7 +148,8 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
   }
   if (!status.ok()) return status;
   result.applied = true;
-  ++e.steps;
+  // A restored count may be the largest there is: it stays there.
+  if (e.steps < std::numeric_limits<int64_t>::max()) ++e.steps;
   e.applied.insert(context_id);
   e.applied_order.push_back(context_id);
   if (e.applied_order.size() > kRememberedSteps) {

@@ -1,6 +1,7 @@
 #include "server/localsgd/model_averager.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -85,17 +86,27 @@ std::optional<int> ModelAverager::GroupSizeAt(int64_t step) const {
 
 Averaging ModelAverager::NextAveraging(int64_t from) const {
   const int64_t start = std::max(from, spec_.warmup_steps);
-  // Computed, not searched: periods may be huge.
+  // Computed, not searched: periods may be huge. When the next one would
+  // lie past the largest step (a period or warm-up near 2^63), there is
+  // none: group size 0, at the largest step.
+  constexpr Averaging kNone = {std::numeric_limits<int64_t>::max(), 0};
   int64_t step = 0;
   if (spec_.kind == AveragerSpec::Kind::kPeriodic) {
     const int64_t period = spec_.periods[0].first;
     const int64_t since = start - spec_.warmup_steps;
-    step = spec_.warmup_steps +
-           (since / period + (since % period != 0 ? 1 : 0)) * period;
+    if (__builtin_mul_overflow(since / period + (since % period != 0 ? 1 : 0),
+                               period, &step) ||
+        __builtin_add_overflow(step, spec_.warmup_steps, &step)) {
+      return kNone;
+    }
   } else {
     // The smallest period's multiples are the steps that average.
     const int64_t smallest = spec_.periods.front().first;
-    step = (start / smallest + (start % smallest != 0 ? 1 : 0)) * smallest;
+    if (__builtin_mul_overflow(
+            start / smallest + (start % smallest != 0 ? 1 : 0), smallest,
+            &step)) {
+      return kNone;
+    }
   }
   return {step, GroupSizeAt(step).value_or(0)};
 }

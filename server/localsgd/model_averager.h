@@ -12,6 +12,7 @@
 #define DISTOPT_SERVER_LOCALSGD_MODEL_AVERAGER_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,7 +54,10 @@ class ModelAverager {
 
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
-  void Advance() { ++step_; }
+  // At the largest step (a loaded one) it stays there.
+  void Advance() {
+    if (step_ < std::numeric_limits<int64_t>::max()) ++step_;
+  }
   const AveragerSpec& spec() const { return spec_; }
 
  private:

@@ -1,5 +1,6 @@
 // Adamax, as torch.optim.Adamax (the infinity-norm variant of Adam).
 #include <cmath>
+#include <utility>
 
 #include "server/optim/builtin_kinds.h"
 #include "server/optim/cpu_kernel.h"
@@ -48,7 +49,11 @@ class Adamax : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const auto [beta1, beta2] = h.pair("betas");
+    // Named copies, not structured bindings: the lambda below captures
+    // them, which C++17 does not allow for bindings (clang refuses).
+    const std::pair<double, double> betas = h.pair("betas");
+    const double beta1 = betas.first;
+    const double beta2 = betas.second;
     const double bias_correction =
         1 - std::pow(beta1, static_cast<double>(a.step));
     const float weight_decay = static_cast<float>(h.number("weight_decay"));

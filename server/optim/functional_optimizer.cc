@@ -1,6 +1,7 @@
 #include "server/optim/functional_optimizer.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -168,7 +169,11 @@ absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
     fresh[i] = *created;
   }
   for (size_t i = 0; i < layouts_.size(); ++i) {
-    if (grads[i] != nullptr) ++states_[i].step;
+    // A loaded count may be the largest there is: it stays there.
+    if (grads[i] != nullptr &&
+        states_[i].step < std::numeric_limits<int64_t>::max()) {
+      ++states_[i].step;
+    }
   }
   if (!device().is_cpu()) return UpdateOnCuda(params, grads, fresh);
   for (size_t i = 0; i < layouts_.size(); ++i) {

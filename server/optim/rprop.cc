@@ -67,14 +67,19 @@ class Rprop : public OptimizerKind {
 
   void Update(const UpdateArgs& a) const override {
     const Hyperparameters& h = *a.hyperparameters;
-    const auto [etaminus, etaplus] = h.pair("etas");
-    const auto [step_min, step_max] = h.pair("step_sizes");
+    // Named copies, not structured bindings: C++17 lambdas cannot capture
+    // those (clang refuses).
+    const auto etas = h.pair("etas");
+    const auto step_sizes = h.pair("step_sizes");
+    const float etaminus = static_cast<float>(etas.first);
+    const float etaplus = static_cast<float>(etas.second);
+    const float step_min = static_cast<float>(step_sizes.first);
+    const float step_max = static_cast<float>(step_sizes.second);
     WithFlags(
         [&](auto maximize) {
           RpropLoop<decltype(maximize)::value>(
-              a.count, a.param, a.grad, a.buffers[0], a.buffers[1],
-              static_cast<float>(etaminus), static_cast<float>(etaplus),
-              static_cast<float>(step_min), static_cast<float>(step_max));
+              a.count, a.param, a.grad, a.buffers[0], a.buffers[1], etaminus,
+              etaplus, step_min, step_max);
         },
         h.flag("maximize"));
   }

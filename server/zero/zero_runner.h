@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +122,11 @@ class ZeroRunner {
   absl::Status Damage() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  // One more group step; a restored count at the largest there is stays
+  // there (a checkpoint's step is read, not trusted).
+  void CountStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (steps_ < std::numeric_limits<int64_t>::max()) ++steps_;
+  }
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Maps the dict's names onto this model's positions.
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
