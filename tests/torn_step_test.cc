@@ -128,6 +128,18 @@ TEST_F(TornStepTest, ATornStepIsSaidRefusedAndNeverCheckpointedAsGood) {
   grpc::Status refused = Step(0, next);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr("recovery"));
+  // Join is refused the same way, and touches nothing (the wire fuzzer
+  // once saw a refused Join mark the parameters changed).
+  std::vector<uint64_t> torn;
+  for (size_t p = 0; p < kModel.size(); ++p) torn.push_back(Version(0, p));
+  v1::ZeroJoinResponse joined;
+  grpc::Status join =
+      Call(0, &v1::ZeroService::Stub::Join, v1::ZeroJoinRequest(), &joined);
+  EXPECT_EQ(join.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(join.error_message(), HasSubstr("recovery"));
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    EXPECT_EQ(Version(0, p), torn[p]) << kModel[p].first;
+  }
 
   // A graceful stop does not save the torn model over the last good one.
   absl::StatusOr<int> code = ranks_.front()->Stop(absl::Seconds(30));

@@ -153,6 +153,22 @@ inline bool SameBytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
 }
 
+// LeakSanitizer's exit code (its default): a daemon built with
+// --config=asan exits with it when it leaked.
+inline constexpr int kLeakSanitizerExitCode = 23;
+
+// Stops `worker` (if it still runs) and fails the test when it exited
+// with LeakSanitizer's code: the leak report is in the test's log above.
+inline void StopAndCheckForLeaks(LocalWorker& worker) {
+  absl::StatusOr<int> code = worker.Stop();
+  EXPECT_TRUE(code.ok()) << code.status();
+  if (code.ok()) {
+    EXPECT_NE(*code, kLeakSanitizerExitCode)
+        << "distopt_worker " << worker.pid()
+        << " leaked (LeakSanitizer's report is above)";
+  }
+}
+
 class WorkerTest : public ::testing::Test {
  protected:
   // Flags for the worker; override to configure it.
@@ -164,6 +180,9 @@ class WorkerTest : public ::testing::Test {
     worker_ = StartWorkerOrDie(WorkerFlags(), GroupSecret());
     ASSERT_NE(worker_, nullptr);
     address_ = worker_->address();
+  }
+  void TearDown() override {
+    if (worker_ != nullptr) StopAndCheckForLeaks(*worker_);
   }
 
   // ParameterService through the generated gRPC client, for requests the client

@@ -227,7 +227,11 @@ class ZeroServiceTest : public ::testing::Test {
     client_ = std::make_unique<Client>();
     // Last rank first: every rank keeps a channel to rank 0's store, and a
     // daemon waits at shutdown for its connected clients to let go.
-    while (!ranks_.empty()) ranks_.pop_back();
+    while (!ranks_.empty()) {
+      if (ranks_.back() != nullptr)
+        testing::StopAndCheckForLeaks(*ranks_.back());
+      ranks_.pop_back();
+    }
     addresses_.clear();
     params_.clear();
     world_ = 0;

@@ -28,6 +28,11 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   openssl                # tests/tls_test.cc makes its certificates with it
+  # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
+  # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
+  # TSan for --config=asan and --config=tsan.
+  clang-14
+  libclang-rt-14-dev
   # The Python package (python/) and its tests
   python3-dev
   pybind11-dev

@@ -148,7 +148,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
     return status;
   }
   consolidated_.reset();  // Stale once the state moves on.
-  ++steps_;
+  CountStepLocked();
   PublishLocked();
   if (hooks_.after != nullptr) hooks_.after(steps_);
   return absl::OkStatus();
@@ -161,6 +161,9 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     absl::MutexLock lock(&mutex_);
     absl::Status created = CheckCreatedLocked();
     if (!created.ok()) return created;
+    // As Step: a torn optimizer takes part in no collective until it is
+    // recovered (a shadow round would mark its parameters changed).
+    if (!optimizer_->damage().ok()) return optimizer_->damage();
     if (joined_.exchange(true)) {
       return absl::FailedPreconditionError(
           "zero: this rank is already joining; expected one Join at a time");
@@ -187,7 +190,7 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
       return shadowed;
     }
     consolidated_.reset();
-    ++steps_;
+    CountStepLocked();
     ++shadowed;
     PublishLocked();
   }
