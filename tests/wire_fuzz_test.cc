@@ -455,7 +455,7 @@ class WireFuzzTest : public ::testing::Test {
   }
   void TearDown() override {
     while (!ranks_.empty()) {
-      testing::StopAndCheckForLeaks(*ranks_.back());
+      testing::StopAndCheckSanitizers(*ranks_.back());
       ranks_.pop_back();
     }
     std::filesystem::remove_all(checkpoints_);

@@ -153,19 +153,21 @@ inline bool SameBytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.data(), b.data(), a.byte_size()) == 0;
 }
 
-// LeakSanitizer's exit code (its default): a daemon built with
-// --config=asan exits with it when it leaked.
-inline constexpr int kLeakSanitizerExitCode = 23;
+// The exit code of a daemon built with --config=asan when AddressSanitizer,
+// UndefinedBehaviorSanitizer or LeakSanitizer reported an error
+// (LSAN_OPTIONS=exitcode=23 in .bazelrc, which the other two use too).
+inline constexpr int kSanitizerExitCode = 23;
 
 // Stops `worker` (if it still runs) and fails the test when it exited
-// with LeakSanitizer's code: the leak report is in the test's log above.
-inline void StopAndCheckForLeaks(LocalWorker& worker) {
+// with the sanitizers' code: the report is in the test's log above. A
+// daemon stopped by its destructor alone would hide it.
+inline void StopAndCheckSanitizers(LocalWorker& worker) {
   absl::StatusOr<int> code = worker.Stop();
   EXPECT_TRUE(code.ok()) << code.status();
   if (code.ok()) {
-    EXPECT_NE(*code, kLeakSanitizerExitCode)
+    EXPECT_NE(*code, kSanitizerExitCode)
         << "distopt_worker " << worker.pid()
-        << " leaked (LeakSanitizer's report is above)";
+        << ": a sanitizer reported an error (its report is above)";
   }
 }
 
@@ -182,7 +184,7 @@ class WorkerTest : public ::testing::Test {
     address_ = worker_->address();
   }
   void TearDown() override {
-    if (worker_ != nullptr) StopAndCheckForLeaks(*worker_);
+    if (worker_ != nullptr) StopAndCheckSanitizers(*worker_);
   }
 
   // ParameterService through the generated gRPC client, for requests the client

@@ -229,7 +229,7 @@ class ZeroServiceTest : public ::testing::Test {
     // daemon waits at shutdown for its connected clients to let go.
     while (!ranks_.empty()) {
       if (ranks_.back() != nullptr)
-        testing::StopAndCheckForLeaks(*ranks_.back());
+        testing::StopAndCheckSanitizers(*ranks_.back());
       ranks_.pop_back();
     }
     addresses_.clear();

@@ -238,9 +238,17 @@ absl::Status WorkerServer::Shutdown() {
   }
   calls_ended_.Notify();
   membership_view_ = nullptr;
-  membership_.reset();  // Gives up a rendezvous still waiting for peers.
   stopping_.Notify();
   context_collector_.join();
+  absl::Status saved = SaveAtShutdown();
+  // Only now: the data-parallel optimizers that the save snapshots hold the
+  // group's communicators (AddressSanitizer caught the save reading a
+  // communicator freed here first). Gives up a rendezvous still waiting.
+  membership_.reset();
+  return saved;
+}
+
+absl::Status WorkerServer::SaveAtShutdown() {
   if (checkpointer_ == nullptr) return absl::OkStatus();
   // No call is in flight any more, and no periodic save after this: the
   // values are final.

@@ -94,6 +94,9 @@ class WorkerServer {
   size_t saved_parameters() const { return saved_parameters_; }
 
  private:
+  // Shutdown's last save to --checkpoint_dir, if the daemon has one.
+  absl::Status SaveAtShutdown();
+
   WorkerServer(const WorkerOptions& options, std::shared_ptr<Backend> backend);
 
   const WorkerOptions options_;

@@ -27,16 +27,6 @@ namespace {
 
 using namespace distopt;  // NOLINT
 
-fuzz::Daemon& GetDaemon() {
-  static fuzz::Daemon* daemon = [] {
-    fuzz::LimitMemoryOnce();
-    auto* d = new fuzz::Daemon;
-    fuzz::CheckOk(d->CreateModel(), "CreateModel");
-    return d;
-  }();
-  return *daemon;
-}
-
 // What context `id` holds, as GetGradients reports it ("" when it does not
 // exist).
 std::string ContextState(fuzz::Daemon& daemon, uint64_t id) {
@@ -51,30 +41,25 @@ std::string ContextState(fuzz::Daemon& daemon, uint64_t id) {
   return "exists:" + fuzz::DeterministicBytes(response);
 }
 
+// Calls `method` with `bytes` when they parse as its request. Forward,
+// Backward and AccumulateGradients add to a context: refused, they must
+// leave it as it was.
 template <typename Request, typename Response>
-void Call(fuzz::Daemon& daemon, absl::string_view bytes,
-          grpc::Status (AutogradServiceImpl::*method)(grpc::ServerContext*,
-                                                      const Request*,
-                                                      Response*),
-          bool all_or_nothing) {
+void Call(fuzz::Daemon& daemon, fuzz::AutogradMethod<Request, Response> method,
+          absl::string_view bytes) {
   Request request;
   if (!fuzz::Parse(bytes, &request)) return;
+  constexpr bool kAllOrNothing =
+      std::is_same_v<Request, v1::ForwardRequest> ||
+      std::is_same_v<Request, v1::BackwardRequest> ||
+      std::is_same_v<Request, v1::AccumulateGradientsRequest>;
   uint64_t context_id = 0;
-  if constexpr (std::is_same_v<Request, v1::ForwardRequest> ||
-                std::is_same_v<Request, v1::BackwardRequest> ||
-                std::is_same_v<Request, v1::AccumulateGradientsRequest>) {
-    context_id = request.context_id();
-  }
+  if constexpr (kAllOrNothing) context_id = request.context_id();
   const std::string before =
-      all_or_nothing ? ContextState(daemon, context_id) : "";
-  grpc::ServerContext context;
-  Response response;
-  const grpc::Status status =
-      (daemon.autograd_service.*method)(&context, &request, &response);
-  fuzz::Report(request.GetTypeName(),
-               absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                            status.error_message()));
-  if (all_or_nothing && !status.ok() &&
+      kAllOrNothing ? ContextState(daemon, context_id) : "";
+  const grpc::Status status = fuzz::CallAutograd(daemon, method, request);
+  fuzz::Report(request.GetTypeName(), status);
+  if (kAllOrNothing && !status.ok() &&
       ContextState(daemon, context_id) != before) {
     std::fprintf(stderr, "a refused call (%s) changed context %llu\n",
                  status.error_message().c_str(),
@@ -94,32 +79,15 @@ void ReleaseEverything(fuzz::Daemon& daemon) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  fuzz::Daemon& daemon = GetDaemon();
+  fuzz::Daemon& daemon = fuzz::ModelDaemon();
   static const uint64_t model_bytes = daemon.budget.used_bytes();
   fuzz::InputReader in(data, size);
   for (int call = 0; call < 8 && !in.empty(); ++call) {
     const uint8_t method = in.Byte();
     const absl::string_view request = in.Part();
-    switch (method % 6) {
-      case 0:
-        Call(daemon, request, &AutogradServiceImpl::Forward, true);
-        break;
-      case 1:
-        Call(daemon, request, &AutogradServiceImpl::Backward, true);
-        break;
-      case 2:
-        Call(daemon, request, &AutogradServiceImpl::AccumulateGradients, true);
-        break;
-      case 3:
-        Call(daemon, request, &AutogradServiceImpl::GetGradients, false);
-        break;
-      case 4:
-        Call(daemon, request, &AutogradServiceImpl::ReleaseContext, false);
-        break;
-      default:
-        Call(daemon, request, &AutogradServiceImpl::ListContexts, false);
-        break;
-    }
+    fuzz::WithAutogradMethod(method, [&](auto service_method) {
+      Call(daemon, service_method, request);
+    });
   }
   ReleaseEverything(daemon);
   if (daemon.budget.used_bytes() != model_bytes) {

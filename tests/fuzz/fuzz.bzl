@@ -11,12 +11,13 @@ same sources link libFuzzer's own main instead: tools/fuzz/run_fuzzers.sh
 builds them that way and fuzzes each one for a bounded time.
 """
 
-def distopt_fuzz_test(name, srcs, deps = [], dict = None, **kwargs):
+def distopt_fuzz_test(name, deps = [], dict = None, **kwargs):
+    """The target <name>.cc, over fuzz_support and `deps`."""
     corpus = "tests/fuzz/corpus/" + name
     native.cc_test(
         name = name,
-        srcs = srcs,
-        deps = deps + select({
+        srcs = [name + ".cc"],
+        deps = deps + ["//tests/fuzz:fuzz_support"] + select({
             "//tests/fuzz:libfuzzer": [],
             "//conditions:default": ["//tests/fuzz:replay_main"],
         }),
@@ -28,4 +29,14 @@ def distopt_fuzz_test(name, srcs, deps = [], dict = None, **kwargs):
         args = [corpus],
         tags = kwargs.pop("tags", []) + ["fuzz"],
         **kwargs
+    )
+
+def distopt_fuzz_library(name, deps = []):
+    """A testonly helper of the targets: <name>.cc and <name>.h."""
+    native.cc_library(
+        name = name,
+        testonly = True,
+        srcs = [name + ".cc"],
+        hdrs = [name + ".h"],
+        deps = deps,
     )

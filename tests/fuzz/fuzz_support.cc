@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
+#include "common/grpc_status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/logging.h"
@@ -58,10 +59,22 @@ void Report(absl::string_view what, const absl::Status& status) {
                status.ToString().c_str());
 }
 
+void Report(absl::string_view what, const grpc::Status& status) {
+  Report(what, FromGrpcStatus(status));
+}
+
 void CheckOk(const absl::Status& status, absl::string_view what) {
   if (status.ok()) return;
   std::fprintf(stderr, "fuzz setup: %s: %s\n", std::string(what).c_str(),
                status.ToString().c_str());
+  std::abort();
+}
+
+void CheckSameMessage(const google::protobuf::Message& actual,
+                      const google::protobuf::Message& expected,
+                      absl::string_view what) {
+  if (SameMessage(actual, expected)) return;
+  std::fprintf(stderr, "%s\n", std::string(what).c_str());
   std::abort();
 }
 
@@ -105,6 +118,12 @@ void AppendByte(uint8_t byte, std::string* out) {
 
 bool Parse(absl::string_view bytes, google::protobuf::Message* message) {
   return message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+bool Parse(const uint8_t* data, size_t size,
+           google::protobuf::Message* message) {
+  return Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
+               message);
 }
 
 std::string DeterministicBytes(const google::protobuf::Message& message) {
@@ -332,6 +351,26 @@ absl::Status Daemon::JoinGroupOfOne() {
   return absl::OkStatus();
 }
 
+absl::Status Daemon::CreateModelInGroupOfOne() {
+  absl::Status status = CreateModel();
+  if (!status.ok()) return status;
+  return JoinGroupOfOne();
+}
+
+absl::Status Daemon::CreateZero() {
+  absl::Status status = zero.Create(ModelZeroSpec()).status();
+  if (!status.ok()) return status;
+  zero_made = true;
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::CreateLocalSgd() {
+  absl::Status status = local_sgd.Create(ModelLocalSgdSpec()).status();
+  if (!status.ok()) return status;
+  local_sgd_made = true;
+  return absl::OkStatus();
+}
+
 absl::Status Daemon::PushModelGradients(uint64_t context_id, int seed) {
   std::vector<ParameterGradient> gradients;
   for (uint64_t id = 1; id <= kModelParameters; ++id) {
@@ -379,6 +418,22 @@ absl::Status Daemon::StepEverything(uint64_t context_id, int seed) {
     if (!stepped.ok()) return stepped.status();
   }
   return contexts.Release(context_id).status();
+}
+
+absl::Status Daemon::StepEverythingTimes(int steps) {
+  for (int step = 1; step <= steps; ++step) {
+    absl::Status status = StepEverything(step, step);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("step ", step, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Daemon& ModelDaemon() {
+  return TargetFixture<Daemon>(
+      [](Daemon& daemon) { CheckOk(daemon.CreateModel(), "CreateModel"); });
 }
 
 // --- Checkpoint folders as one input ---------------------------------------

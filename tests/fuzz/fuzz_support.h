@@ -21,6 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "common/memory_budget.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
 #include "server/autograd/autograd_engine.h"
 #include "server/autograd/context_table.h"
 #include "server/autograd/op_registry.h"
@@ -51,11 +53,36 @@ void LimitMemoryOnce();
 // With DISTOPT_FUZZ_VERBOSE set in the environment, prints `what` and
 // `status` (to see how far the seeds get); nothing otherwise.
 void Report(absl::string_view what, const absl::Status& status);
+// The same for what a service method returned.
+void Report(absl::string_view what, const grpc::Status& status);
 
 // Aborts, printing `what` and `status`, unless `status` is OK: for the
 // setup of a target, which must not fail, and for what the code under test
 // promises to accept (failing, it is a finding).
 void CheckOk(const absl::Status& status, absl::string_view what);
+
+// Aborts, printing `what`, unless `actual` and `expected` are the same
+// message (SameMessage): for state that a refused call must leave as it
+// was, and for a saved state that must load back to itself.
+void CheckSameMessage(const google::protobuf::Message& actual,
+                      const google::protobuf::Message& expected,
+                      absl::string_view what);
+
+// The one Fixture of a target, kept from one input to the next: made on the
+// first call, after LimitMemoryOnce, and set up by `set_up`, which aborts
+// (CheckOk) when it fails; later calls return the same one and ignore
+// `set_up`. Never destroyed, so that no daemon is torn down at the
+// process's exit.
+template <typename Fixture>
+Fixture& TargetFixture(void (*set_up)(Fixture&)) {
+  static Fixture* const fixture = [set_up] {
+    LimitMemoryOnce();
+    auto* made = new Fixture;
+    set_up(*made);
+    return made;
+  }();
+  return *fixture;
+}
 
 // Splits a fuzz input: bytes, little-endian integers, and length-prefixed
 // parts. Reading past the end gives zeros and empty parts.
@@ -87,6 +114,9 @@ void AppendByte(uint8_t byte, std::string* out);
 
 // Parses `bytes` into `message`; false when they do not parse.
 bool Parse(absl::string_view bytes, google::protobuf::Message* message);
+// The same for a whole fuzz input.
+bool Parse(const uint8_t* data, size_t size,
+           google::protobuf::Message* message);
 // The serialized bytes with maps in key order.
 std::string DeterministicBytes(const google::protobuf::Message& message);
 // Equal as messages: the same type and deterministic bytes (map order does
@@ -209,9 +239,18 @@ class Daemon {
   // Pushes a gradient for every model parameter into context `context_id`
   // (values from `seed`), as a trainer's backward would.
   absl::Status PushModelGradients(uint64_t context_id, int seed);
+  // CreateModel, then JoinGroupOfOne: what ZeRO and post-local SGD need.
+  absl::Status CreateModelInGroupOfOne();
+  // Creates ZeRO (ModelZeroSpec) or post-local SGD (ModelLocalSgdSpec) over
+  // the model, which StepEverything then steps too. After JoinGroupOfOne.
+  absl::Status CreateZero();
+  absl::Status CreateLocalSgd();
   // One step of every table optimizer (and of ZeRO and post-local SGD when
   // made) with the gradients of a fresh context.
   absl::Status StepEverything(uint64_t context_id, int seed);
+  // StepEverything(1, 1), then (2, 2) up to (steps, steps): state for the
+  // optimizers to save and load.
+  absl::Status StepEverythingTimes(int steps);
 
   MemoryBudget budget;
   ParameterStore parameters;
@@ -232,6 +271,57 @@ class Daemon {
   bool zero_made = false;
   bool local_sgd_made = false;
 };
+
+// A daemon with the model and nothing else, kept from one input to the next
+// (TargetFixture): for the targets whose inputs only call its services.
+Daemon& ModelDaemon();
+
+// --- autograd_request_fuzzer's calls ----------------------------------------
+
+// A method of AutogradServiceImpl, called in-process.
+template <typename Request, typename Response>
+using AutogradMethod = grpc::Status (AutogradServiceImpl::*)(
+    grpc::ServerContext*, const Request*, Response*);
+
+// Calls `method` of the daemon's AutogradServiceImpl with `request`, as the
+// server would (a default grpc::ServerContext); the response is dropped.
+template <typename Request, typename Response>
+grpc::Status CallAutograd(Daemon& daemon,
+                          AutogradMethod<Request, Response> method,
+                          const Request& request) {
+  grpc::ServerContext context;
+  Response response;
+  return (daemon.autograd_service.*method)(&context, &request, &response);
+}
+
+// Calls `call(method)` with the AutogradServiceImpl method that a method
+// byte of an autograd_request_fuzzer input names (modulo 6): Forward,
+// Backward, AccumulateGradients, GetGradients, ReleaseContext,
+// ListContexts. The target and the seed writer both pick methods here, so
+// that they number them alike.
+template <typename Call>
+void WithAutogradMethod(uint8_t method_byte, Call&& call) {
+  switch (method_byte % 6) {
+    case 0:
+      call(&AutogradServiceImpl::Forward);
+      break;
+    case 1:
+      call(&AutogradServiceImpl::Backward);
+      break;
+    case 2:
+      call(&AutogradServiceImpl::AccumulateGradients);
+      break;
+    case 3:
+      call(&AutogradServiceImpl::GetGradients);
+      break;
+    case 4:
+      call(&AutogradServiceImpl::ReleaseContext);
+      break;
+    default:
+      call(&AutogradServiceImpl::ListContexts);
+      break;
+  }
+}
 
 // --- Checkpoint folders as one input ---------------------------------------
 

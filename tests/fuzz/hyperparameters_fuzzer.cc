@@ -14,7 +14,6 @@
 // optimizer's hyperparameters as they were.
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,25 +25,16 @@
 #include "server/data_parallel/named_groups_proto.h"
 #include "server/optim/wire_optimizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/model_tensors.h"
 
 namespace {
 
 using namespace distopt;  // NOLINT
 
-fuzz::Daemon& GetDaemon() {
-  static fuzz::Daemon* daemon = [] {
-    fuzz::LimitMemoryOnce();
-    auto* d = new fuzz::Daemon;
-    fuzz::CheckOk(d->CreateModel(), "CreateModel");
-    return d;
-  }();
-  return *daemon;
-}
-
 // The budget's use with the model alone: every optimizer an input makes is
 // deleted again, and its state's reservation with it.
 uint64_t ModelBytes() {
-  static const uint64_t bytes = GetDaemon().budget.used_bytes();
+  static const uint64_t bytes = fuzz::ModelDaemon().budget.used_bytes();
   return bytes;
 }
 
@@ -78,39 +68,23 @@ void StepPrivately(
   absl::StatusOr<absl::flat_hash_map<std::string, HyperValue>> created_with =
       HyperparametersFromProto(info.hyperparameters(), "info");
   fuzz::CheckOk(created_with.status(), "the created optimizer's values");
-  const std::vector<CreateParameterSpec> model = fuzz::ModelParameters();
-  std::vector<ParameterLayout> layouts;
-  std::vector<Tensor> params;
-  std::vector<Tensor> grads;
-  for (uint64_t id : info.parameter_ids()) {
-    const CreateParameterSpec& p = model[id - 1];
-    layouts.push_back({p.dtype, p.shape});
-    params.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    grads.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    std::memset(params.back().data(), 0x3c, params.back().byte_size());
-    std::memset(grads.back().data(), 0xbb, grads.back().byte_size());
-  }
+  fuzz::ModelTensors tensors(info.parameter_ids(), /*gradient_byte=*/0xbb);
   absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
       FunctionalOptimizer::Create(kinds.Find(info.kind()).value(),
-                                  *created_with, layouts);
+                                  *created_with, tensors.layouts());
   fuzz::CheckOk(optimizer.status(), "an optimizer like the created one");
   fuzz::MirrorCommunicator communicator(1, 2);
   (void)SetHyperparametersOnEveryRank(communicator, **optimizer, 0, changes);
-  std::vector<Tensor*> param_pointers;
-  std::vector<const Tensor*> grad_pointers;
-  for (size_t i = 0; i < params.size(); ++i) {
-    param_pointers.push_back(&params[i]);
-    grad_pointers.push_back(&grads[i]);
-  }
   for (int step = 0; step < 2; ++step) {
-    fuzz::CheckOk((*optimizer)->Step(param_pointers, grad_pointers), "a step");
+    fuzz::CheckOk((*optimizer)->Step(tensors.Params(), tensors.Grads()),
+                  "a step");
   }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  fuzz::Daemon& daemon = GetDaemon();
+  fuzz::Daemon& daemon = fuzz::ModelDaemon();
   const uint64_t model_bytes = ModelBytes();
   fuzz::InputReader in(data, size);
   v1::CreateOptimizerRequest create;
@@ -125,9 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::OptimizerInfo created;
   const grpc::Status made =
       daemon.optimizer_service.CreateOptimizer(&context, &create, &created);
-  fuzz::Report("CreateOptimizer",
-               absl::Status(static_cast<absl::StatusCode>(made.error_code()),
-                            made.error_message()));
+  fuzz::Report("CreateOptimizer", made);
 
   v1::SetHyperparametersRequest set;
   if (fuzz::Parse(rest, &set)) {
@@ -140,10 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     v1::OptimizerInfo after_set;
     const grpc::Status changed =
         daemon.optimizer_service.SetHyperparameters(&context, &set, &after_set);
-    fuzz::Report(
-        "SetHyperparameters",
-        absl::Status(static_cast<absl::StatusCode>(changed.error_code()),
-                     changed.error_message()));
+    fuzz::Report("SetHyperparameters", changed);
     if (exists && !changed.ok()) {
       v1::OptimizerInfo after;
       if (!daemon.optimizer_service.GetOptimizer(&context, &get, &after).ok() ||

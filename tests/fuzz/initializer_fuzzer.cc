@@ -24,16 +24,6 @@ namespace {
 
 using namespace distopt;  // NOLINT
 
-fuzz::Daemon& GetDaemon() {
-  static fuzz::Daemon* daemon = [] {
-    fuzz::LimitMemoryOnce();
-    auto* d = new fuzz::Daemon;  // 4 MiB a tensor, 64 MiB in all.
-    fuzz::CheckOk(d->CreateModel(), "CreateModel");
-    return d;
-  }();
-  return *daemon;
-}
-
 bool Delete(fuzz::Daemon& daemon, uint64_t id) {
   grpc::ServerContext context;
   v1::DeleteParameterRequest request;
@@ -54,20 +44,16 @@ bool Values(fuzz::Daemon& daemon, uint64_t id, v1::GetParameterResponse* out) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  fuzz::Daemon& daemon = GetDaemon();
+  // The default limits: 4 MiB a tensor, 64 MiB in all.
+  fuzz::Daemon& daemon = fuzz::ModelDaemon();
   static const uint64_t model_bytes = daemon.budget.used_bytes();
   v1::CreateParameterRequest request;
-  if (!fuzz::Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
-                   &request)) {
-    return 0;
-  }
+  if (!fuzz::Parse(data, size, &request)) return 0;
   grpc::ServerContext context;
   v1::ParameterInfo info;
   const grpc::Status made =
       daemon.parameter_service.CreateParameter(&context, &request, &info);
-  fuzz::Report("CreateParameter",
-               absl::Status(static_cast<absl::StatusCode>(made.error_code()),
-                            made.error_message()));
+  fuzz::Report("CreateParameter", made);
   if (!made.ok()) {
     if (daemon.budget.used_bytes() != model_bytes) std::abort();
     return 0;

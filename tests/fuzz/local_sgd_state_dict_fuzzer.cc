@@ -15,16 +15,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "proto/distopt/v1/local_sgd.pb.h"
 #include "server/localsgd/local_sgd_optimizer.h"
 #include "server/optim/wire_optimizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/model_tensors.h"
+#include "tests/fuzz/state_dict_protos.h"
 
 namespace {
 
@@ -36,82 +37,40 @@ struct Fixture {
 };
 
 v1::PostLocalSgdStateDict RunnerDict(Fixture& f) {
-  auto dict = f.daemon.local_sgd.GetStateDict();
-  fuzz::CheckOk(dict.status(), "GetStateDict");
-  // As LocalSgdServiceImpl::GetStateDict.
-  v1::PostLocalSgdStateDict proto;
-  StateDictToProto(dict->first, proto.mutable_state_dict());
-  proto.set_step(dict->second);
-  return proto;
+  absl::StatusOr<v1::PostLocalSgdStateDict> dict =
+      fuzz::GetLocalSgdStateDict(f.daemon);
+  fuzz::CheckOk(dict.status(), "GetLocalSgdStateDict");
+  return *std::move(dict);
 }
 
-Fixture& GetFixture() {
-  static Fixture* fixture = [] {
-    fuzz::LimitMemoryOnce();
-    auto* f = new Fixture;
-    fuzz::CheckOk(f->daemon.CreateModel(), "CreateModel");
-    fuzz::CheckOk(f->daemon.JoinGroupOfOne(), "JoinGroupOfOne");
-    fuzz::CheckOk(
-        f->daemon.local_sgd.Create(fuzz::ModelLocalSgdSpec()).status(),
-        "LocalSgdRunner::Create");
-    f->daemon.local_sgd_made = true;
-    for (int step = 1; step <= 3; ++step) {
-      fuzz::CheckOk(f->daemon.StepEverything(step, step), "a step");
-    }
-    f->original = RunnerDict(*f);
-    return f;
-  }();
-  return *fixture;
-}
-
-// As LocalSgdServiceImpl::LoadStateDict, after ReadRequestChunked.
-absl::Status Load(Fixture& f, const v1::PostLocalSgdStateDict& request) {
-  absl::StatusOr<OptimizerStateDict> dict =
-      StateDictFromProto(request.state_dict());
-  if (!dict.ok()) return dict.status();
-  absl::StatusOr<std::vector<std::string>> warnings =
-      f.daemon.local_sgd.LoadStateDict(
-          *dict, request.has_step() ? std::optional<int64_t>(request.step())
-                                    : std::nullopt);
-  return warnings.status();
+// The runner in a group of one, stepped three times.
+void SetUp(Fixture& f) {
+  fuzz::CheckOk(f.daemon.CreateModelInGroupOfOne(), "CreateModelInGroupOfOne");
+  fuzz::CheckOk(f.daemon.CreateLocalSgd(), "CreateLocalSgd");
+  fuzz::CheckOk(f.daemon.StepEverythingTimes(3), "StepEverythingTimes");
+  f.original = RunnerDict(f);
 }
 
 // Loads the dict into a LocalSgdOptimizer of the same spec over tensors of
 // its own (rank 0 of 2), and steps it.
 void StepWithLoadedState(const v1::PostLocalSgdStateDict& request) {
   const LocalSgdSpec spec = fuzz::ModelLocalSgdSpec();
-  std::vector<Tensor> tensors;
-  std::vector<Tensor> grads;
-  for (const CreateParameterSpec& p : fuzz::ModelParameters()) {
-    tensors.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    std::memset(tensors.back().data(), 0x3c, tensors.back().byte_size());
-    grads.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    std::memset(grads.back().data(), 0x3b, grads.back().byte_size());
-  }
-  std::vector<ParamGroup> groups(2);
-  groups[0].hyperparameters = spec.groups[0].hyperparameters;
-  groups[0].params = {&tensors[0], &tensors[1]};
-  groups[1].hyperparameters = spec.groups[1].hyperparameters;
-  groups[1].params = {&tensors[2], &tensors[3], &tensors[4]};
+  fuzz::ModelTensors tensors(/*gradient_byte=*/0x3b);
   fuzz::MirrorCommunicatorGroup group(0, 2);
   std::unique_ptr<OptimizerRegistry> kinds = OptimizerRegistry::WithBuiltins();
   std::vector<std::string> warnings;
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer =
       LocalSgdOptimizer::Create(group, kinds->Find(spec.kind).value(),
-                                spec.kind, groups, spec.options, &warnings);
+                                spec.kind, tensors.Groups(spec.groups),
+                                spec.options, &warnings);
   fuzz::CheckOk(optimizer.status(), "LocalSgdOptimizer::Create (mirror)");
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());
   fuzz::CheckOk(dict.status(), "StateDictFromProto");
-  fuzz::CheckOk((*optimizer)
-                    ->LoadStateDict(*dict,
-                                    request.has_step()
-                                        ? std::optional<int64_t>(request.step())
-                                        : std::nullopt,
-                                    &warnings),
-                "LoadStateDict of a dict the runner accepted");
-  const GroupGradientPointers grad_pointers = {
-      {&grads[0], nullptr}, {&grads[2], &grads[3], &grads[4]}};
+  fuzz::CheckOk(
+      (*optimizer)->LoadStateDict(*dict, fuzz::LoadedStep(request), &warnings),
+      "LoadStateDict of a dict the runner accepted");
+  const GroupGradientPointers grad_pointers = tensors.GroupGrads(spec.groups);
   const int64_t loaded_step = (*optimizer)->step();
   for (int step = 0; step < 2; ++step) {
     fuzz::CheckOk((*optimizer)->Step(group, grad_pointers),
@@ -135,20 +94,15 @@ void StepWithLoadedState(const v1::PostLocalSgdStateDict& request) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Fixture& f = GetFixture();
+  Fixture& f = fuzz::TargetFixture(SetUp);
   v1::PostLocalSgdStateDict request;
-  if (!fuzz::Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
-                   &request)) {
-    return 0;
-  }
-  const absl::Status loaded = Load(f, request);
+  if (!fuzz::Parse(data, size, &request)) return 0;
+  const absl::Status loaded = fuzz::LoadLocalSgdStateDict(f.daemon, request);
   fuzz::Report("LocalSgdRunner::LoadStateDict", loaded);
   if (!loaded.ok()) {
-    if (!fuzz::SameMessage(RunnerDict(f), f.original)) {
-      std::fprintf(stderr, "a refused load (%s) changed the state\n",
-                   loaded.ToString().c_str());
-      std::abort();
-    }
+    fuzz::CheckSameMessage(RunnerDict(f), f.original,
+                           absl::StrCat("a refused load (", loaded.ToString(),
+                                        ") changed the state"));
     return 0;
   }
   // What LocalSgdService.Get reports: the next averaging, at or after the
@@ -163,10 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)RunnerDict(f);
   StepWithLoadedState(request);
-  fuzz::CheckOk(Load(f, f.original), "loading the saved dict back");
-  if (!fuzz::SameMessage(RunnerDict(f), f.original)) {
-    std::fprintf(stderr, "the saved dict does not load back\n");
-    std::abort();
-  }
+  fuzz::CheckOk(fuzz::LoadLocalSgdStateDict(f.daemon, f.original),
+                "loading the saved dict back");
+  fuzz::CheckSameMessage(RunnerDict(f), f.original,
+                         "the saved dict does not load back");
   return 0;
 }

@@ -14,16 +14,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
 #include "proto/distopt/v1/optimizer.pb.h"
 #include "server/optim/wire_optimizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/model_tensors.h"
+#include "tests/fuzz/state_dict_protos.h"
 
 namespace {
 
@@ -36,28 +38,18 @@ struct Fixture {
 };
 
 v1::OptimizerStateDict CurrentDict(Fixture& f, uint64_t id) {
-  absl::StatusOr<OptimizerStateDict> dict =
-      f.daemon.optimizers.GetStateDict(id);
-  fuzz::CheckOk(dict.status(), "GetStateDict");
-  v1::OptimizerStateDict proto;
-  StateDictToProto(*dict, &proto);
-  return proto;
+  return fuzz::CheckedStateDictProto(f.daemon.optimizers.GetStateDict(id),
+                                     "GetStateDict");
 }
 
-Fixture& GetFixture() {
-  static Fixture* fixture = [] {
-    fuzz::LimitMemoryOnce();
-    auto* f = new Fixture;
-    fuzz::CheckOk(f->daemon.CreateModel(), "CreateModel");
-    fuzz::CheckOk(f->daemon.CreateTableOptimizers(), "CreateTableOptimizers");
-    fuzz::CheckOk(f->daemon.StepEverything(1, 1), "first step");
-    fuzz::CheckOk(f->daemon.StepEverything(2, 2), "second step");
-    for (const OptimizerInfo& info : f->daemon.optimizers.List()) {
-      f->original[info.id] = CurrentDict(*f, info.id);
-    }
-    return f;
-  }();
-  return *fixture;
+// The table's optimizers, each stepped twice so that it has state.
+void SetUp(Fixture& f) {
+  fuzz::CheckOk(f.daemon.CreateModel(), "CreateModel");
+  fuzz::CheckOk(f.daemon.CreateTableOptimizers(), "CreateTableOptimizers");
+  fuzz::CheckOk(f.daemon.StepEverythingTimes(2), "StepEverythingTimes");
+  for (const OptimizerInfo& info : f.daemon.optimizers.List()) {
+    f.original[info.id] = CurrentDict(f, info.id);
+  }
 }
 
 // Loads `dict` into a fresh optimizer like table optimizer `id` over tensors
@@ -66,37 +58,24 @@ void StepWithLoadedState(uint64_t id, const OptimizerStateDict& dict) {
   const std::vector<fuzz::TableOptimizerSpec> specs = fuzz::TableOptimizers();
   if (id == 0 || id > specs.size()) return;
   const fuzz::TableOptimizerSpec& spec = specs[id - 1];
-  const std::vector<CreateParameterSpec> model = fuzz::ModelParameters();
-  std::vector<ParameterLayout> layouts;
-  std::vector<Tensor> params;
-  std::vector<Tensor> grads;
-  for (uint64_t parameter : spec.parameter_ids) {
-    const CreateParameterSpec& p = model[parameter - 1];
-    layouts.push_back({p.dtype, p.shape});
-    params.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    grads.push_back(Tensor::AllocateHost(p.dtype, p.shape).value());
-    std::memset(params.back().data(), 0x3c, params.back().byte_size());
-    std::memset(grads.back().data(), 0x3b, grads.back().byte_size());
-  }
+  fuzz::ModelTensors tensors(spec.parameter_ids, /*gradient_byte=*/0x3b);
   std::unique_ptr<OptimizerRegistry> kinds = OptimizerRegistry::WithBuiltins();
   absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
       FunctionalOptimizer::Create(kinds->Find(spec.kind).value(),
-                                  spec.hyperparameters, layouts);
+                                  spec.hyperparameters, tensors.layouts());
   fuzz::CheckOk(optimizer.status(), "FunctionalOptimizer::Create");
   // The table accepted it for the same kind and layouts: so must this one.
   fuzz::CheckOk((*optimizer)->LoadStateDict(spec.kind, dict),
                 "LoadStateDict of a dict the table accepted");
-  std::vector<Tensor*> param_pointers;
-  std::vector<const Tensor*> grad_pointers;
-  for (size_t i = 0; i < params.size(); ++i) {
-    param_pointers.push_back(&params[i]);
-    grad_pointers.push_back(i % 2 == 0 ? &grads[i] : nullptr);
-  }
-  fuzz::CheckOk((*optimizer)->Step(param_pointers, grad_pointers),
+  // Every other parameter has no gradient (the step skips it), so that
+  // loaded state meets both kinds of step.
+  std::vector<const Tensor*> grads = tensors.Grads();
+  for (size_t i = 1; i < grads.size(); i += 2) grads[i] = nullptr;
+  fuzz::CheckOk((*optimizer)->Step(tensors.Params(), grads),
                 "a step after loading");
   // Steps only count up, and what the optimizer holds then is a state dict
   // it accepts again (as a checkpoint saves and restores it).
-  for (size_t i = 0; i < params.size(); ++i) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
     auto loaded = dict.state.find(static_cast<int64_t>(i));
     const int64_t before =
         loaded == dict.state.end() ? 0 : loaded->second.step.value_or(0);
@@ -117,12 +96,9 @@ void StepWithLoadedState(uint64_t id, const OptimizerStateDict& dict) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Fixture& f = GetFixture();
+  Fixture& f = fuzz::TargetFixture(SetUp);
   v1::LoadStateDictRequest request;
-  if (!fuzz::Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
-                   &request)) {
-    return 0;
-  }
+  if (!fuzz::Parse(data, size, &request)) return 0;
   // As OptimizerServiceImpl::LoadStateDict, after ReadRequestChunked.
   absl::StatusOr<OptimizerStateDict> dict =
       StateDictFromProto(request.state_dict());
@@ -137,12 +113,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!loaded.ok()) {
-    if (!fuzz::SameMessage(CurrentDict(f, id), original->second)) {
-      std::fprintf(stderr, "a refused load (%s) changed optimizer %llu\n",
-                   loaded.ToString().c_str(),
-                   static_cast<unsigned long long>(id));
-      std::abort();
-    }
+    fuzz::CheckSameMessage(CurrentDict(f, id), original->second,
+                           absl::StrCat("a refused load (", loaded.ToString(),
+                                        ") changed optimizer ", id));
     return 0;
   }
   (void)CurrentDict(f, id);
@@ -153,10 +126,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::CheckOk(back.status(), "StateDictFromProto of a saved dict");
   fuzz::CheckOk(f.daemon.optimizers.LoadStateDict(id, *back),
                 "loading a saved dict back");
-  if (!fuzz::SameMessage(CurrentDict(f, id), original->second)) {
-    std::fprintf(stderr, "optimizer %llu: a saved dict does not load back\n",
-                 static_cast<unsigned long long>(id));
-    std::abort();
-  }
+  fuzz::CheckSameMessage(
+      CurrentDict(f, id), original->second,
+      absl::StrCat("optimizer ", id, ": a saved dict does not load back"));
   return 0;
 }

@@ -34,6 +34,7 @@
 #include "server/params/checkpoint_index.pb.h"
 #include "tests/fuzz/checkpoint_files.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/state_dict_protos.h"
 
 namespace distopt {
 namespace {
@@ -201,24 +202,6 @@ v1::LoadStateDictRequest TableRequest(fuzz::Daemon& daemon, uint64_t id) {
   return request;
 }
 
-v1::ZeroStateDict ZeroDict(fuzz::Daemon& daemon) {
-  CheckOk(daemon.zero.ConsolidateStateDict(0).status(), "consolidate");
-  NamedStateDict named = daemon.zero.GetStateDict().value();
-  v1::ZeroStateDict proto;
-  StateDictToProto(named.state_dict, proto.mutable_state_dict());
-  proto.mutable_parameter_names()->Assign(named.parameter_names.begin(),
-                                          named.parameter_names.end());
-  return proto;
-}
-
-v1::PostLocalSgdStateDict LocalSgdDict(fuzz::Daemon& daemon) {
-  auto dict = daemon.local_sgd.GetStateDict().value();
-  v1::PostLocalSgdStateDict proto;
-  StateDictToProto(dict.first, proto.mutable_state_dict());
-  proto.set_step(dict.second);
-  return proto;
-}
-
 // --- state_dict_fuzzer, zero_state_dict_fuzzer, local_sgd_state_dict_fuzzer,
 // chunked_message_fuzzer ------------------------------------------------------
 
@@ -281,27 +264,20 @@ void StateDictSeeds() {
 
   // ZeRO and post-local SGD in a group of one.
   fuzz::Daemon group;
-  CheckOk(group.CreateModel(), "CreateModel");
-  CheckOk(group.JoinGroupOfOne(), "JoinGroupOfOne");
-  CheckOk(group.zero.Create(fuzz::ModelZeroSpec()).status(), "zero");
-  CheckOk(group.local_sgd.Create(fuzz::ModelLocalSgdSpec()).status(),
-          "local sgd");
-  group.zero_made = true;
-  group.local_sgd_made = true;
+  CheckOk(group.CreateModelInGroupOfOne(), "CreateModelInGroupOfOne");
+  CheckOk(group.CreateZero(), "zero");
+  CheckOk(group.CreateLocalSgd(), "local sgd");
   CheckOk(group.StepEverything(1, 1), "step");
-  const v1::ZeroStateDict zero_one = ZeroDict(group);
+  const v1::ZeroStateDict zero_one = fuzz::GetZeroStateDict(group).value();
   WriteMessage("zero_state_dict_fuzzer", "one_step", zero_one);
-  const v1::PostLocalSgdStateDict local_one = LocalSgdDict(group);
+  const v1::PostLocalSgdStateDict local_one =
+      fuzz::GetLocalSgdStateDict(group).value();
   WriteMessage("local_sgd_state_dict_fuzzer", "one_step", local_one);
   for (int step = 2; step <= 4; ++step) {
     CheckOk(group.StepEverything(step, step), "step");
   }
-  const v1::ZeroStateDict zero_four = ZeroDict(group);
-  CheckOk(group.zero.LoadStateDict(
-              NamedStateDict{StateDictFromProto(zero_four.state_dict()).value(),
-                             {zero_four.parameter_names().begin(),
-                              zero_four.parameter_names().end()}}),
-          "a seed ZeRO dict loads");
+  const v1::ZeroStateDict zero_four = fuzz::GetZeroStateDict(group).value();
+  CheckOk(fuzz::LoadZeroStateDict(group, zero_four), "a seed ZeRO dict loads");
   WriteMessage("zero_state_dict_fuzzer", "four_steps", zero_four);
   // The same dict saved by a model that lists fc.weight and gate the other
   // way round: names, positions and state entries swapped together.
@@ -316,19 +292,13 @@ void StateDictSeeds() {
        *reordered.mutable_state_dict()->mutable_state()) {
     state.set_index(swap(state.index()));
   }
-  CheckOk(group.zero.LoadStateDict(
-              NamedStateDict{StateDictFromProto(reordered.state_dict()).value(),
-                             {reordered.parameter_names().begin(),
-                              reordered.parameter_names().end()}}),
+  CheckOk(fuzz::LoadZeroStateDict(group, reordered),
           "the reordered ZeRO dict loads");
   WriteMessage("zero_state_dict_fuzzer", "names_reordered", reordered);
-  const v1::PostLocalSgdStateDict local_four = LocalSgdDict(group);
-  CheckOk(
-      group.local_sgd
-          .LoadStateDict(StateDictFromProto(local_four.state_dict()).value(),
-                         local_four.step())
-          .status(),
-      "a seed post-local SGD dict loads");
+  const v1::PostLocalSgdStateDict local_four =
+      fuzz::GetLocalSgdStateDict(group).value();
+  CheckOk(fuzz::LoadLocalSgdStateDict(group, local_four),
+          "a seed post-local SGD dict loads");
   WriteMessage("local_sgd_state_dict_fuzzer", "four_steps", local_four);
   v1::PostLocalSgdStateDict no_step = local_four;
   no_step.clear_step();
@@ -359,6 +329,20 @@ checkpoint::CheckpointIndex ReadIndex(const fs::path& path) {
   return index;
 }
 
+// The folder `scratch`/`name`, emptied of what an earlier run left there.
+std::string EmptyFolder(const std::string& scratch, const std::string& name) {
+  const std::string folder = scratch + "/" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  return folder;
+}
+
+// Copies the checkpoint folder `from` (parameters, parameters.1...) and all
+// of its files to `to`.
+void CopyCheckpoint(const std::string& from, const std::string& to) {
+  fs::copy(from, to, fs::copy_options::recursive);
+}
+
 // Restores `dir` into a fresh daemon as the target does; the number of
 // parameters restored.
 size_t Restores(const std::string& dir) {
@@ -378,9 +362,7 @@ void CheckpointSeeds(const std::string& scratch) {
   // Most seeds ask the target to make the index's checksums and sizes
   // agree with the files, so that their mutations reach what those cover.
   const uint8_t kFix = fuzz::kFixIndexEnvelope | fuzz::kFixIndexContents;
-  const std::string dir = scratch + "/saved";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const std::string dir = EmptyFolder(scratch, "saved");
   {
     fuzz::DaemonOptions options;
     options.checkpoint_dir = dir;
@@ -388,11 +370,8 @@ void CheckpointSeeds(const std::string& scratch) {
     CheckOk(daemon.CreateModel(), "CreateModel");
     CheckOk(daemon.CreateTableOptimizers(), "CreateTableOptimizers");
     CheckOk(daemon.JoinGroupOfOne(), "JoinGroupOfOne");
-    CheckOk(daemon.zero.Create(fuzz::ModelZeroSpec()).status(), "zero");
-    CheckOk(daemon.local_sgd.Create(fuzz::ModelLocalSgdSpec()).status(),
-            "local sgd");
-    daemon.zero_made = true;
-    daemon.local_sgd_made = true;
+    CheckOk(daemon.CreateZero(), "zero");
+    CheckOk(daemon.CreateLocalSgd(), "local sgd");
     Checkpointer checkpointer(
         CheckpointSchedule{dir, 2}, &daemon.parameters, &daemon.optimizers,
         &daemon.zero, &daemon.local_sgd, [] { return absl::OkStatus(); });
@@ -408,11 +387,8 @@ void CheckpointSeeds(const std::string& scratch) {
   Write(target, "two_saves_fixing", fuzz::PackCheckpointDir(dir, kFix));
 
   // The newest alone, as it is and asking for the fixes.
-  const std::string one = scratch + "/one";
-  fs::remove_all(one);
-  fs::create_directories(one);
-  fs::copy(dir + "/parameters", one + "/parameters",
-           fs::copy_options::recursive);
+  const std::string one = EmptyFolder(scratch, "one");
+  CopyCheckpoint(dir + "/parameters", one + "/parameters");
   if (Restores(one) != model) std::exit(1);
   Write(target, "newest_only", fuzz::PackCheckpointDir(one, kFix));
   Write(target, "newest_only_fixing_contents",
@@ -420,24 +396,16 @@ void CheckpointSeeds(const std::string& scratch) {
 
   // An interrupted save that had written its folder whole (parameters.new),
   // over the previous one.
-  const std::string fresh = scratch + "/fresh";
-  fs::remove_all(fresh);
-  fs::create_directories(fresh);
-  fs::copy(dir + "/parameters.1", fresh + "/parameters",
-           fs::copy_options::recursive);
-  fs::copy(dir + "/parameters", fresh + "/parameters.new",
-           fs::copy_options::recursive);
+  const std::string fresh = EmptyFolder(scratch, "fresh");
+  CopyCheckpoint(dir + "/parameters.1", fresh + "/parameters");
+  CopyCheckpoint(dir + "/parameters", fresh + "/parameters.new");
   Write(target, "interrupted_save", fuzz::PackCheckpointDir(fresh, kFix));
   if (Restores(fresh) != model) std::exit(1);
 
   // The newest damaged (a flipped value): the previous one is restored.
-  const std::string damaged = scratch + "/damaged";
-  fs::remove_all(damaged);
-  fs::create_directories(damaged);
-  fs::copy(dir + "/parameters", damaged + "/parameters",
-           fs::copy_options::recursive);
-  fs::copy(dir + "/parameters.1", damaged + "/parameters.1",
-           fs::copy_options::recursive);
+  const std::string damaged = EmptyFolder(scratch, "damaged");
+  CopyCheckpoint(dir + "/parameters", damaged + "/parameters");
+  CopyCheckpoint(dir + "/parameters.1", damaged + "/parameters.1");
   std::string values = ReadFile(damaged + "/parameters/values.bin");
   values[5] ^= 0x10;
   WriteFile(damaged + "/parameters/values.bin", values);
@@ -575,63 +543,27 @@ void AppendCall(uint8_t method, const google::protobuf::Message& request,
   fuzz::AppendPart(fuzz::DeterministicBytes(request), input);
 }
 
+// Parses `bytes` as the request of `method` (a seed always parses) and
+// calls it.
+template <typename Request, typename Response>
+grpc::Status CallWithBytes(fuzz::Daemon& daemon,
+                           fuzz::AutogradMethod<Request, Response> method,
+                           absl::string_view bytes) {
+  Request request;
+  fuzz::Parse(bytes, &request);
+  return fuzz::CallAutograd(daemon, method, request);
+}
+
 // Checks that `input` runs its calls as the target does, every one OK.
 void CheckCalls(fuzz::Daemon& daemon, const std::string& input) {
   fuzz::InputReader in(input);
   while (!in.empty()) {
     const uint8_t method = in.Byte();
     const absl::string_view bytes = in.Part();
-    grpc::ServerContext context;
     grpc::Status status;
-    switch (method % 6) {
-      case 0: {
-        v1::ForwardRequest request;
-        v1::ForwardResponse response;
-        fuzz::Parse(bytes, &request);
-        status = daemon.autograd_service.Forward(&context, &request, &response);
-        break;
-      }
-      case 1: {
-        v1::BackwardRequest request;
-        v1::BackwardResponse response;
-        fuzz::Parse(bytes, &request);
-        status =
-            daemon.autograd_service.Backward(&context, &request, &response);
-        break;
-      }
-      case 2: {
-        v1::AccumulateGradientsRequest request;
-        v1::AccumulateGradientsResponse response;
-        fuzz::Parse(bytes, &request);
-        status = daemon.autograd_service.AccumulateGradients(&context, &request,
-                                                             &response);
-        break;
-      }
-      case 3: {
-        v1::GetGradientsRequest request;
-        v1::GetGradientsResponse response;
-        fuzz::Parse(bytes, &request);
-        status =
-            daemon.autograd_service.GetGradients(&context, &request, &response);
-        break;
-      }
-      case 4: {
-        v1::ReleaseContextRequest request;
-        v1::ReleaseContextResponse response;
-        fuzz::Parse(bytes, &request);
-        status = daemon.autograd_service.ReleaseContext(&context, &request,
-                                                        &response);
-        break;
-      }
-      default: {
-        v1::ListContextsRequest request;
-        v1::ListContextsResponse response;
-        fuzz::Parse(bytes, &request);
-        status =
-            daemon.autograd_service.ListContexts(&context, &request, &response);
-        break;
-      }
-    }
+    fuzz::WithAutogradMethod(method, [&](auto service_method) {
+      status = CallWithBytes(daemon, service_method, bytes);
+    });
     if (!status.ok()) {
       std::fprintf(stderr, "autograd seed: call %d: %s\n", method,
                    status.error_message().c_str());

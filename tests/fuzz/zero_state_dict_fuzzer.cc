@@ -14,48 +14,31 @@
 // the state as it was; after an accepted one the saved dict must load back
 // to the same state; the mirror optimizer also steps with the loaded state.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "proto/distopt/v1/zero.pb.h"
 #include "server/optim/wire_optimizer.h"
 #include "server/zero/zero_optimizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/model_tensors.h"
+#include "tests/fuzz/state_dict_protos.h"
 
 namespace {
 
 using namespace distopt;  // NOLINT
 
-// The mirror optimizer's tensors: the model's layout, values of its own.
+// The mirror optimizer, over tensors of its own: the model's layout,
+// values of its own.
 struct MirrorModel {
-  explicit MirrorModel() : communicator(0, 2) {
-    for (const CreateParameterSpec& spec : fuzz::ModelParameters()) {
-      tensors.push_back(Tensor::AllocateHost(spec.dtype, spec.shape).value());
-      std::memset(tensors.back().data(), 0x3c, tensors.back().byte_size());
-      grads.push_back(Tensor::AllocateHost(spec.dtype, spec.shape).value());
-      std::memset(grads.back().data(), 0x3b, grads.back().byte_size());
-    }
-  }
-  std::vector<ParamGroup> Groups() {
-    const ZeroSpec spec = fuzz::ModelZeroSpec();
-    std::vector<ParamGroup> groups(2);
-    groups[0].hyperparameters = spec.groups[0].hyperparameters;
-    groups[0].params = {&tensors[0], &tensors[1]};
-    groups[1].hyperparameters = spec.groups[1].hyperparameters;
-    groups[1].params = {&tensors[2], &tensors[3], &tensors[4]};
-    return groups;
-  }
   GroupGradientPointers Grads() {
-    return {{&grads[0], nullptr}, {&grads[2], &grads[3], &grads[4]}};
+    return tensors.GroupGrads(fuzz::ModelZeroSpec().groups);
   }
 
-  std::vector<Tensor> tensors;
-  std::vector<Tensor> grads;
-  fuzz::MirrorCommunicator communicator;
+  fuzz::ModelTensors tensors{/*gradient_byte=*/0x3b};
+  fuzz::MirrorCommunicator communicator{0, 2};
   std::unique_ptr<OptimizerRegistry> kinds = OptimizerRegistry::WithBuiltins();
   std::unique_ptr<ZeroOptimizer> optimizer;
 };
@@ -68,85 +51,50 @@ struct Fixture {
 };
 
 v1::ZeroStateDict RunnerDict(Fixture& f) {
-  absl::StatusOr<bool> holds = f.daemon.zero.ConsolidateStateDict(0);
-  fuzz::CheckOk(holds.status(), "ConsolidateStateDict");
-  absl::StatusOr<NamedStateDict> named = f.daemon.zero.GetStateDict();
-  fuzz::CheckOk(named.status(), "GetStateDict");
-  // As ZeroServiceImpl::GetStateDict.
-  v1::ZeroStateDict proto;
-  StateDictToProto(named->state_dict, proto.mutable_state_dict());
-  proto.mutable_parameter_names()->Assign(named->parameter_names.begin(),
-                                          named->parameter_names.end());
-  return proto;
+  absl::StatusOr<v1::ZeroStateDict> dict = fuzz::GetZeroStateDict(f.daemon);
+  fuzz::CheckOk(dict.status(), "GetZeroStateDict");
+  return *std::move(dict);
 }
 
 v1::OptimizerStateDict MirrorShard(Fixture& f) {
-  absl::StatusOr<OptimizerStateDict> shard =
-      f.mirror.optimizer->ShardStateDict();
-  fuzz::CheckOk(shard.status(), "ShardStateDict");
-  v1::OptimizerStateDict proto;
-  StateDictToProto(*shard, &proto);
-  return proto;
+  return fuzz::CheckedStateDictProto(f.mirror.optimizer->ShardStateDict(),
+                                     "ShardStateDict");
 }
 
-// As ZeroServiceImpl::LoadStateDict, after ReadRequestChunked.
-absl::StatusOr<NamedStateDict> Convert(const v1::ZeroStateDict& request) {
-  absl::StatusOr<OptimizerStateDict> dict =
-      StateDictFromProto(request.state_dict());
-  if (!dict.ok()) return dict.status();
-  NamedStateDict result;
-  result.state_dict = *std::move(dict);
-  result.parameter_names.assign(request.parameter_names().begin(),
-                                request.parameter_names().end());
-  return result;
-}
+// The runner in a group of one and the mirror optimizer, each stepped
+// twice.
+void SetUp(Fixture& f) {
+  fuzz::CheckOk(f.daemon.CreateModelInGroupOfOne(), "CreateModelInGroupOfOne");
+  fuzz::CheckOk(f.daemon.CreateZero(), "CreateZero");
+  fuzz::CheckOk(f.daemon.StepEverythingTimes(2), "StepEverythingTimes");
+  f.original = RunnerDict(f);
 
-Fixture& GetFixture() {
-  static Fixture* fixture = [] {
-    fuzz::LimitMemoryOnce();
-    auto* f = new Fixture;
-    fuzz::CheckOk(f->daemon.CreateModel(), "CreateModel");
-    fuzz::CheckOk(f->daemon.JoinGroupOfOne(), "JoinGroupOfOne");
-    fuzz::CheckOk(f->daemon.zero.Create(fuzz::ModelZeroSpec()).status(),
-                  "ZeroRunner::Create");
-    f->daemon.zero_made = true;
-    fuzz::CheckOk(f->daemon.StepEverything(1, 1), "first step");
-    fuzz::CheckOk(f->daemon.StepEverything(2, 2), "second step");
-    f->original = RunnerDict(*f);
-
-    const ZeroSpec spec = fuzz::ModelZeroSpec();
-    absl::StatusOr<std::unique_ptr<ZeroOptimizer>> mirror =
-        ZeroOptimizer::Create(&f->mirror.communicator,
-                              f->mirror.kinds->Find(spec.kind).value(),
-                              spec.kind, f->mirror.Groups());
-    fuzz::CheckOk(mirror.status(), "ZeroOptimizer::Create (mirror)");
-    f->mirror.optimizer = *std::move(mirror);
-    fuzz::CheckOk(f->mirror.optimizer->Step(f->mirror.Grads()), "mirror step");
-    fuzz::CheckOk(f->mirror.optimizer->Step(f->mirror.Grads()), "mirror step");
-    f->mirror_original = MirrorShard(*f);
-    return f;
-  }();
-  return *fixture;
+  const ZeroSpec spec = fuzz::ModelZeroSpec();
+  absl::StatusOr<std::unique_ptr<ZeroOptimizer>> mirror = ZeroOptimizer::Create(
+      &f.mirror.communicator, f.mirror.kinds->Find(spec.kind).value(),
+      spec.kind, f.mirror.tensors.Groups(spec.groups));
+  fuzz::CheckOk(mirror.status(), "ZeroOptimizer::Create (mirror)");
+  f.mirror.optimizer = *std::move(mirror);
+  fuzz::CheckOk(f.mirror.optimizer->Step(f.mirror.Grads()), "mirror step");
+  fuzz::CheckOk(f.mirror.optimizer->Step(f.mirror.Grads()), "mirror step");
+  f.mirror_original = MirrorShard(f);
 }
 
 void FuzzRunner(Fixture& f, const v1::ZeroStateDict& request) {
-  const absl::Status loaded = f.daemon.zero.LoadStateDict(Convert(request));
+  const absl::Status loaded = fuzz::LoadZeroStateDict(f.daemon, request);
   fuzz::Report("ZeroRunner::LoadStateDict", loaded);
   if (!loaded.ok()) {
-    if (!fuzz::SameMessage(RunnerDict(f), f.original)) {
-      std::fprintf(stderr, "a refused ZeRO load (%s) changed the state\n",
-                   loaded.ToString().c_str());
-      std::abort();
-    }
+    fuzz::CheckSameMessage(
+        RunnerDict(f), f.original,
+        absl::StrCat("a refused ZeRO load (", loaded.ToString(),
+                     ") changed the state"));
     return;
   }
   (void)RunnerDict(f);
-  fuzz::CheckOk(f.daemon.zero.LoadStateDict(Convert(f.original)),
+  fuzz::CheckOk(fuzz::LoadZeroStateDict(f.daemon, f.original),
                 "loading the saved ZeRO dict back");
-  if (!fuzz::SameMessage(RunnerDict(f), f.original)) {
-    std::fprintf(stderr, "the saved ZeRO dict does not load back\n");
-    std::abort();
-  }
+  fuzz::CheckSameMessage(RunnerDict(f), f.original,
+                         "the saved ZeRO dict does not load back");
 }
 
 void FuzzMirror(Fixture& f, const v1::ZeroStateDict& request) {
@@ -155,11 +103,10 @@ void FuzzMirror(Fixture& f, const v1::ZeroStateDict& request) {
       optimizer.LoadStateDict(StateDictFromProto(request.state_dict()));
   fuzz::Report("ZeroOptimizer::LoadStateDict (rank 0 of 2)", loaded);
   if (!loaded.ok()) {
-    if (!fuzz::SameMessage(MirrorShard(f), f.mirror_original)) {
-      std::fprintf(stderr, "a refused ZeRO load (%s) changed rank 0's share\n",
-                   loaded.ToString().c_str());
-      std::abort();
-    }
+    fuzz::CheckSameMessage(
+        MirrorShard(f), f.mirror_original,
+        absl::StrCat("a refused ZeRO load (", loaded.ToString(),
+                     ") changed rank 0's share"));
     return;
   }
   fuzz::CheckOk(optimizer.Step(f.mirror.Grads()), "a step after loading");
@@ -169,21 +116,16 @@ void FuzzMirror(Fixture& f, const v1::ZeroStateDict& request) {
       StateDictFromProto(f.mirror_original);
   fuzz::CheckOk(back.status(), "StateDictFromProto of the saved shard");
   fuzz::CheckOk(optimizer.LoadStateDict(*back), "loading the shard back");
-  if (!fuzz::SameMessage(MirrorShard(f), f.mirror_original)) {
-    std::fprintf(stderr, "rank 0's saved share does not load back\n");
-    std::abort();
-  }
+  fuzz::CheckSameMessage(MirrorShard(f), f.mirror_original,
+                         "rank 0's saved share does not load back");
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Fixture& f = GetFixture();
+  Fixture& f = fuzz::TargetFixture(SetUp);
   v1::ZeroStateDict request;
-  if (!fuzz::Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
-                   &request)) {
-    return 0;
-  }
+  if (!fuzz::Parse(data, size, &request)) return 0;
   FuzzRunner(f, request);
   FuzzMirror(f, request);
   return 0;
