@@ -14,8 +14,4 @@ def pytest_test(name, src, size = "medium", data = []):
             "//python:tests/conftest.py",
             "//server:distopt_worker",
         ] + data,
-        # Left out of --config=asan runs: Debian's python3 is not built
-        # with AddressSanitizer, and an instrumented extension module in it
-        # would need the runtime preloaded before the interpreter.
-        tags = ["python"],
     )
