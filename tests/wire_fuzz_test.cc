@@ -633,6 +633,17 @@ class WireFuzzTest : public ::testing::Test {
   std::vector<RemoteParameter> parameters_;
 };
 
+// AddressSanitizer keeps freed blocks in a quarantine (256 MiB by default)
+// before it reuses them, and shadows every byte with 1/8 more: a daemon
+// that freed everything a fuzzed call allocated still holds that much.
+// Measured in 20 s under --config=asan: 330 to 420 MiB of growth, where
+// the build without it stays under the 320 MiB bound.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kSanitizerSlackKb = 256 * 1024 + (256 + 64) * 1024 / 8;
+#else
+constexpr int64_t kSanitizerSlackKb = 0;
+#endif
+
 TEST_F(WireFuzzTest, RefusedCallsChangeNothingAndTheDaemonSurvives) {
   ASSERT_NO_FATAL_FAILURE(MakeObjects());
   const char* seconds_text = std::getenv("DISTOPT_WIRE_FUZZ_SECONDS");
@@ -815,8 +826,10 @@ TEST_F(WireFuzzTest, RefusedCallsChangeNothingAndTheDaemonSurvives) {
                 static_cast<long long>(threads_before[rank]),
                 static_cast<long long>(threads_after));
     // Memory: 256 MiB past the start at most (the budget the daemon was
-    // given, --max_total_bytes) plus 64 MiB, nothing that grows per call.
-    EXPECT_LT(rss_after - rss_before[rank], 256 * 1024 + 64 * 1024);
+    // given, --max_total_bytes) plus 64 MiB, nothing that grows per call;
+    // under AddressSanitizer plus what it holds by design.
+    EXPECT_LT(rss_after - rss_before[rank],
+              256 * 1024 + 64 * 1024 + kSanitizerSlackKb);
     EXPECT_LE(threads_after, threads_before[rank] + 16);
   }
   std::printf("%-46s %-40s %s\n", "method", "calls by status code",
