@@ -393,6 +393,65 @@ absl::StatusOr<std::vector<v1::OptimizerKindInfo>> Client::ListOptimizerKinds(
                                             response.kinds().end());
 }
 
+absl::StatusOr<std::vector<v1::OptimizerInfo>> Client::ListOptimizers(
+    const std::string& worker) {
+  v1::ListOptimizersResponse response;
+  absl::Status status = CallUnary<v1::OptimizerService>(
+      worker, "ListOptimizers", &v1::OptimizerService::Stub::ListOptimizers,
+      v1::ListOptimizersRequest(), &response);
+  if (!status.ok()) return status;
+  return std::vector<v1::OptimizerInfo>(response.optimizers().begin(),
+                                        response.optimizers().end());
+}
+
+absl::StatusOr<std::vector<v1::ContextInfo>> Client::ListContexts(
+    const std::string& worker) {
+  std::vector<v1::ContextInfo> all;
+  v1::ListContextsRequest request;
+  do {
+    v1::ListContextsResponse response;
+    absl::Status status = CallUnary<v1::AutogradService>(
+        worker, "ListContexts", &v1::AutogradService::Stub::ListContexts,
+        request, &response);
+    if (!status.ok()) return status;
+    all.insert(all.end(), response.contexts().begin(),
+               response.contexts().end());
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return all;
+}
+
+absl::StatusOr<v1::GroupInfo> Client::GetGroup(const std::string& worker) {
+  v1::GroupInfo response;
+  absl::Status status = CallUnary<v1::GroupService>(
+      worker, "GetGroup", &v1::GroupService::Stub::GetGroup,
+      v1::GetGroupRequest(), &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::WorkerStatus> Client::GetStatus(
+    const std::string& worker, const v1::GetStatusRequest& request) {
+  v1::WorkerStatus response;
+  absl::Status status = CallUnary<v1::StatusService>(
+      worker, "GetStatus", &v1::StatusService::Stub::GetStatus, request,
+      &response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>
+Client::CheckHealth(const std::string& worker, const std::string& service) {
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status = CallUnary<grpc::health::v1::Health>(
+      worker, "Health.Check", &grpc::health::v1::Health::Stub::Check, request,
+      &response);
+  if (!status.ok()) return status;
+  return response.status();
+}
+
 absl::StatusOr<v1::CheckpointInfo> Client::SaveCheckpoint(
     const std::string& worker) {
   v1::CheckpointInfo response;

@@ -32,8 +32,11 @@
 #include "grpcpp/security/credentials.h"
 #include "proto/distopt/v1/autograd.grpc.pb.h"
 #include "proto/distopt/v1/checkpoint.grpc.pb.h"
+#include "proto/distopt/v1/group.grpc.pb.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
+#include "proto/distopt/v1/status.grpc.pb.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace distopt {
 
@@ -175,6 +178,24 @@ class Client {
   // defaults.
   absl::StatusOr<std::vector<v1::OptimizerKindInfo>> ListOptimizerKinds(
       const std::string& worker);
+
+  // --- Inspection (what distoptctl shows an operator).
+
+  // The optimizers of `worker`'s OptimizerService.
+  absl::StatusOr<std::vector<v1::OptimizerInfo>> ListOptimizers(
+      const std::string& worker);
+  // The autograd contexts alive on `worker`, in increasing id order (every
+  // page). Under mutual TLS only the caller's own.
+  absl::StatusOr<std::vector<v1::ContextInfo>> ListContexts(
+      const std::string& worker);
+  // The data-parallel group `worker` belongs to.
+  absl::StatusOr<v1::GroupInfo> GetGroup(const std::string& worker);
+  // What `worker` is, and its metrics (see GetStatusRequest).
+  absl::StatusOr<v1::WorkerStatus> GetStatus(
+      const std::string& worker, const v1::GetStatusRequest& request = {});
+  // grpc.health.v1's answer for `service` ("": the whole daemon).
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>
+  CheckHealth(const std::string& worker, const std::string& service = "");
 
   // The shared channel to `worker`.
   std::shared_ptr<grpc::Channel> Channel(const std::string& worker);

@@ -7,16 +7,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
@@ -227,6 +230,67 @@ int64_t LocalWorker::ProcStatus(absl::string_view field) const {
     return absl::SimpleAtoi(rest, &value) ? value : -1;
   }
   return -1;
+}
+
+std::vector<ResidentMapping> LocalWorker::ResidentMappings() const {
+  if (exited_) return {};
+  std::ifstream smaps(absl::StrCat("/proc/", pid_, "/smaps"));
+  std::vector<ResidentMapping> mappings;
+  absl::flat_hash_map<std::string, size_t> file_index;
+  ResidentMapping* current = nullptr;
+  std::string previous_file;  // Base name of the mapping just above.
+  uint64_t previous_end = 0;
+  std::string line;
+  while (std::getline(smaps, line)) {
+    // A mapping's header: "start-end perms offset dev inode [path]".
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    const size_t dash =
+        fields.empty() ? absl::string_view::npos : fields[0].find('-');
+    uint64_t start = 0;
+    uint64_t end = 0;
+    if (fields.size() >= 5 && dash != absl::string_view::npos &&
+        absl::SimpleHexAtoi(fields[0].substr(0, dash), &start) &&
+        absl::SimpleHexAtoi(fields[0].substr(dash + 1), &end)) {
+      // The rest of the line: a path may hold spaces.
+      const std::string path = fields.size() >= 6
+                                   ? line.substr(fields[5].data() - line.data())
+                                   : std::string();
+      std::string name = path;
+      if (path.empty()) {
+        name = start == previous_end && !previous_file.empty()
+                   ? absl::StrCat("[anonymous after ", previous_file, "]")
+                   : "[anonymous]";
+      }
+      if (path.empty() || path[0] == '[') {
+        mappings.push_back({name});
+        current = &mappings.back();
+      } else {
+        auto [it, added] = file_index.emplace(path, mappings.size());
+        if (added) mappings.push_back({path});
+        current = &mappings[it->second];
+      }
+      ++current->mappings;
+      current->size_kb += static_cast<int64_t>((end - start) / 1024);
+      if (!path.empty() && path[0] == '/') {
+        previous_file = std::string(path.substr(path.rfind('/') + 1));
+      } else if (!path.empty()) {
+        previous_file.clear();
+      }
+      previous_end = end;
+      continue;
+    }
+    if (current == nullptr || fields.size() < 2) continue;
+    int64_t kb = 0;
+    if (!absl::SimpleAtoi(fields[1], &kb)) continue;
+    if (fields[0] == "Rss:") current->rss_kb += kb;
+    if (fields[0] == "Anonymous:") current->anonymous_kb += kb;
+  }
+  std::stable_sort(mappings.begin(), mappings.end(),
+                   [](const ResidentMapping& a, const ResidentMapping& b) {
+                     return a.rss_kb > b.rss_kb;
+                   });
+  return mappings;
 }
 
 bool LocalWorker::ResetPeakMemory() const {

@@ -20,6 +20,20 @@
 
 namespace distopt {
 
+// Resident memory of a file's mappings together, or of one anonymous
+// mapping, in a process (from /proc/<pid>/smaps).
+struct ResidentMapping {
+  // The file's path; "[heap]", "[stack]"; for an anonymous mapping
+  // "[anonymous]", or "[anonymous after NAME]" when it starts where a
+  // mapping of file NAME (its base name) ends: that library's .bss or what
+  // its code mapped there.
+  std::string name;
+  int64_t size_kb = 0;       // address space
+  int64_t rss_kb = 0;        // resident
+  int64_t anonymous_kb = 0;  // of rss_kb, anonymous (written, not file-backed)
+  int mappings = 0;          // how many it sums (a file's segments)
+};
+
 struct LocalWorkerOptions {
   // Path of distopt_worker; empty means FindWorkerBinary().
   std::string binary;
@@ -49,6 +63,9 @@ class LocalWorker {
   // A field of /proc/<pid>/status as a number ("VmRSS", "VmHWM" in kB;
   // "Threads"); -1 if unknown.
   int64_t ProcStatus(absl::string_view field) const;
+  // The daemon's resident memory by mapping, largest first; empty if
+  // unknown.
+  std::vector<ResidentMapping> ResidentMappings() const;
   // Resets the daemon's peak RSS (VmHWM) to its present RSS, so that a
   // later VmHWM is the peak of what ran since; false if the kernel refused.
   bool ResetPeakMemory() const;

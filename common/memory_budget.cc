@@ -34,6 +34,7 @@ MemoryBudget::MemoryBudget(uint64_t max_tensor_bytes, uint64_t max_total_bytes)
 absl::StatusOr<Reservation> MemoryBudget::Reserve(uint64_t bytes,
                                                   absl::string_view what) {
   if (max_tensor_bytes_ != 0 && bytes > max_tensor_bytes_) {
+    tensor_refusals_.fetch_add(1, std::memory_order_relaxed);
     return absl::ResourceExhaustedError(
         absl::StrCat(what, ": ", bytes, " bytes; expected at most ",
                      max_tensor_bytes_, " (--max_tensor_bytes)"));
@@ -45,6 +46,7 @@ absl::StatusOr<Reservation> MemoryBudget::ReserveTotal(uint64_t bytes,
                                                        absl::string_view what) {
   absl::MutexLock lock(&mutex_);
   if (max_total_bytes_ != 0 && bytes > max_total_bytes_ - used_bytes_) {
+    total_refusals_.fetch_add(1, std::memory_order_relaxed);
     return absl::ResourceExhaustedError(absl::StrCat(
         what, ": ", bytes, " more bytes would exceed --max_total_bytes=",
         max_total_bytes_, " (", used_bytes_, " in use); expected at most ",

@@ -12,6 +12,7 @@
 #ifndef DISTOPT_COMMON_MEMORY_BUDGET_H_
 #define DISTOPT_COMMON_MEMORY_BUDGET_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -66,6 +67,14 @@ class MemoryBudget {
   uint64_t used_bytes() const;
   uint64_t max_tensor_bytes() const { return max_tensor_bytes_; }
   uint64_t max_total_bytes() const { return max_total_bytes_; }
+  // Reservations refused for going past --max_tensor_bytes, and past
+  // --max_total_bytes, since the start.
+  uint64_t tensor_refusals() const {
+    return tensor_refusals_.load(std::memory_order_relaxed);
+  }
+  uint64_t total_refusals() const {
+    return total_refusals_.load(std::memory_order_relaxed);
+  }
 
  private:
   friend class Reservation;
@@ -75,6 +84,8 @@ class MemoryBudget {
   const uint64_t max_total_bytes_;
   mutable absl::Mutex mutex_;
   uint64_t used_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::atomic<uint64_t> tensor_refusals_{0};
+  std::atomic<uint64_t> total_refusals_{0};
 };
 
 }  // namespace distopt

@@ -13,6 +13,9 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
@@ -56,10 +59,29 @@ class ResourceLimitsTest : public testing::WorkerTest {
     return latencies[latencies.size() / 2];
   }
 
+  // A connection of its own whose receive window stays small (no
+  // bandwidth-delay probing, 64 KiB of lookahead): a reply the caller does
+  // not read stays stalled on the daemon. With gRPC's default the window
+  // grew until a 16 MiB parameter's reply arrived whole in the client's
+  // buffers, and its stream ended before any stall timeout (seen in CI).
+  std::shared_ptr<grpc::Channel> StalledChannel() {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    arguments.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024);
+    arguments.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+    return grpc::CreateCustomChannel(
+        address_, grpc::InsecureChannelCredentials(), arguments);
+  }
+
   // A new ReadParameter stream of `small` on `client`'s connection, read to
   // its end: its status.
   grpc::Status RawRead(Client& client, const RemoteParameter& small) {
     auto parameters = v1::ParameterService::NewStub(client.Channel(address_));
+    return RawRead(parameters.get(), small);
+  }
+  grpc::Status RawRead(v1::ParameterService::Stub* parameters,
+                       const RemoteParameter& small) {
     grpc::ClientContext context;
     v1::ReadParameterRequest request;
     request.mutable_parameter()->set_id(small.id);
@@ -97,10 +119,10 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
   // is not a race: each holds its 8 (--max_streams_per_connection) and
   // the rest are refused. A ninth read on the connection is refused once
   // its readers have arrived.
+  std::vector<std::shared_ptr<grpc::Channel>> stalled;
   for (int c = 0; c < 2; ++c) {
-    connections.push_back(std::make_unique<Client>());
-    auto parameters =
-        v1::ParameterService::NewStub(connections.back()->Channel(address_));
+    stalled.push_back(StalledChannel());
+    auto parameters = v1::ParameterService::NewStub(stalled.back());
     for (int i = 0; i < 20; ++i) {
       Hostile read;
       read.context = std::make_unique<grpc::ClientContext>();
@@ -110,7 +132,7 @@ TEST_F(ResourceLimitsTest, IdleAndStalledStreamsAreBounded) {
       streams.push_back(std::move(read));
     }
     ASSERT_TRUE(PollUntil([&] {
-      return RawRead(*connections.back(), *small).error_code() ==
+      return RawRead(parameters.get(), *small).error_code() ==
              grpc::StatusCode::RESOURCE_EXHAUSTED;
     })) << "connection "
         << c << "'s readers never held its slots";

@@ -1,71 +1,43 @@
 // TLS, mutual TLS and bearer tokens between the client and a real daemon.
 // The certificates are made for each run with the openssl command line.
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/local_worker.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
+#include "tests/test_certificates.h"
 #include "tests/worker_fixture.h"
 
 namespace distopt {
 namespace {
 
+using ::distopt::testing::kTestToken;
 using ::distopt::testing::Ramp;
+using ::distopt::testing::ReadTestFile;
 using ::distopt::testing::SameBytes;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 // A CA, a server certificate for 127.0.0.1 and two client certificates
-// (CN=client, CN=other).
+// (CN=client, CN=other): tests/test_certificates.h.
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(absl::StrCat(
-        std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
-        "/tls"));
-    const std::string script = absl::StrCat(
-        "set -e; mkdir -p ", *dir_, "; cd ", *dir_, "; ",
-        "key='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes'; ",
-        "openssl req -x509 $key -keyout ca.key -out ca.pem -days 2 "
-        "-subj '/CN=distopt test CA' 2>/dev/null; ",
-        "for who in server client other; do ",
-        "openssl req $key -keyout $who.key -out $who.csr "
-        "-subj \"/CN=$who\" 2>/dev/null; done; ",
-        "echo 'subjectAltName=IP:127.0.0.1' > server.ext; ",
-        "echo 'extendedKeyUsage=clientAuth' > client.ext; ",
-        "cp client.ext other.ext; ", "for who in server client other; do ",
-        "openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key "
-        "-CAcreateserial -out $who.pem -days 2 -extfile $who.ext "
-        "2>/dev/null; done; ",
-        "echo '  s3cret-token  ' > token");
-    ASSERT_EQ(std::system(script.c_str()), 0) << script;
+    dir_ = new std::string(testing::MakeTestCertificates("tls"));
+    ASSERT_FALSE(dir_->empty()) << "openssl could not make the certificates";
   }
 
   static std::string Path(const std::string& name) {
     return *dir_ + "/" + name;
   }
 
-  std::vector<std::string> TlsFlags() {
-    return {"--tls_cert_file=" + Path("server.pem"),
-            "--tls_key_file=" + Path("server.key")};
-  }
+  std::vector<std::string> TlsFlags() { return testing::TlsWorkerFlags(*dir_); }
 
   ClientOptions TlsClientOptions() {
     ClientOptions options;
-    options.tls_root_certs = ReadFile(Path("ca.pem"));
+    options.tls_root_certs = ReadTestFile(Path("ca.pem"));
     options.rpc_timeout = absl::Seconds(5);
     return options;
   }
@@ -85,7 +57,7 @@ class TlsTest : public ::testing::Test {
   }
 
   // TLS options presenting `token` (by default the right one).
-  ClientOptions TokenClientOptions(const std::string& token = "s3cret-token") {
+  ClientOptions TokenClientOptions(const std::string& token = kTestToken) {
     ClientOptions options = TlsClientOptions();
     options.auth_token = token;
     return options;
@@ -94,8 +66,8 @@ class TlsTest : public ::testing::Test {
   // Options presenting the certificate of `who` ("client", "other").
   ClientOptions MutualTlsClientOptions(const std::string& who) {
     ClientOptions options = TlsClientOptions();
-    options.tls_client_cert = ReadFile(Path(who + ".pem"));
-    options.tls_client_key = ReadFile(Path(who + ".key"));
+    options.tls_client_cert = ReadTestFile(Path(who + ".pem"));
+    options.tls_client_key = ReadTestFile(Path(who + ".key"));
     return options;
   }
 

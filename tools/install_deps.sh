@@ -23,11 +23,13 @@ packages=(
   libopenblas-dev
   libgloo-dev            # CPU collectives among data-parallel ranks
   zlib1g-dev             # the digits demo reads data/digits/digits.csv.gz
+  prometheus-cpp-dev     # the daemon's /metrics (--metrics_listen)
   # Tests and benchmarks
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
   openssl                # tests/tls_test.cc makes its certificates with it
+  prometheus             # tests/prometheus_test.cc scrapes two daemons with it
   # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
   # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
   # TSan for --config=asan and --config=tsan.

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics.h"
 #include "common/page_after.h"
 
 namespace distopt {
@@ -28,9 +29,41 @@ absl::Status ValidateContextId(uint64_t id, absl::string_view field) {
       "with a counter from 1"));
 }
 
+namespace {
+
+// Contexts by how they began and ended, for /metrics.
+struct ContextCounters {
+  prometheus::Counter& created;
+  prometheus::Counter& released;
+  prometheus::Counter& collected;
+};
+
+const ContextCounters& Counters() {
+  static const ContextCounters* const counters = [] {
+    auto& family = metrics::CounterFamily(
+        "distopt_autograd_context_events_total",
+        "Autograd contexts created, released by their client, and collected "
+        "after --context_ttl idle");
+    return new ContextCounters{
+        metrics::CounterWith(family, {{"event", "created"}}),
+        metrics::CounterWith(family, {{"event", "released"}}),
+        metrics::CounterWith(family, {{"event", "collected"}})};
+  }();
+  return *counters;
+}
+
+}  // namespace
+
 ContextTable::ContextTable(absl::Duration time_to_live, MemoryBudget* budget,
                            std::function<absl::Time()> clock)
-    : time_to_live_(time_to_live), budget_(budget), clock_(std::move(clock)) {}
+    : time_to_live_(time_to_live), budget_(budget), clock_(std::move(clock)) {
+  Counters();  // Registered at 0, not at the first event.
+}
+
+size_t ContextTable::size() const {
+  absl::MutexLock lock(&mutex_);
+  return contexts_.size();
+}
 
 absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
     uint64_t id, absl::string_view caller, bool* created) {
@@ -52,6 +85,7 @@ absl::StatusOr<std::shared_ptr<AutogradContext>> ContextTable::GetOrCreate(
       id, now, *std::move(reservation), std::string(caller));
   contexts_.emplace(id, context);
   if (created != nullptr) *created = true;
+  metrics::Add(Counters().created);
   return context;
 }
 
@@ -64,6 +98,7 @@ void ContextTable::ReleaseIfUnused(
   if (it != contexts_.end() && it->second == context &&
       context.use_count() == 2 && context->empty()) {
     contexts_.erase(it);
+    metrics::Add(Counters().released);
   }
 }
 
@@ -92,6 +127,7 @@ absl::StatusOr<bool> ContextTable::Release(uint64_t id,
   if (it == contexts_.end()) return false;
   if (it->second->owner() != caller) return NotTheOwner(id);
   contexts_.erase(it);
+  metrics::Add(Counters().released);
   return true;
 }
 
@@ -124,6 +160,7 @@ size_t ContextTable::CollectIdle(absl::Time now) {
       ++it;
     }
   }
+  metrics::Add(Counters().collected, static_cast<double>(collected));
   return collected;
 }
 

@@ -77,6 +77,8 @@ class ContextTable {
   // Releases contexts idle since before `now - time_to_live`; returns how
   // many.
   size_t CollectIdle(absl::Time now) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Contexts alive.
+  size_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   absl::Duration time_to_live() const { return time_to_live_; }
 

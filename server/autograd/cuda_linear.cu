@@ -1,10 +1,12 @@
 // cuBLAS is column-major: a row-major [r, c] matrix is its column-major
 // [c, r] transpose, so y = x w^T is computed as y^T = w x^T, and so on.
+// cuBLAS itself is opened on first use (cublas_library.h).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <mutex>
 
+#include "server/autograd/cublas_library.h"
 #include "server/autograd/cuda_linear.h"
 
 namespace distopt {
@@ -22,8 +24,11 @@ std::string BlasError(cublasStatus_t status) {
   return "cuBLAS error " + std::to_string(static_cast<int>(status));
 }
 
-// One handle per device, made on first use and kept.
-std::string Handle(int device, cublasHandle_t* handle) {
+// cuBLAS and one handle per device, made on first use and kept.
+std::string Handle(int device, const CublasLibrary** blas,
+                   cublasHandle_t* handle) {
+  absl::StatusOr<const CublasLibrary*> library = LoadCublas();
+  if (!library.ok()) return std::string(library.status().message());
   static std::mutex mutex;
   static cublasHandle_t handles[64] = {};
   std::lock_guard<std::mutex> lock(mutex);
@@ -31,9 +36,10 @@ std::string Handle(int device, cublasHandle_t* handle) {
   if (error != cudaSuccess) return CudaError(error);
   cublasHandle_t& slot = handles[device % 64];
   if (slot == nullptr) {
-    const std::string made = BlasError(cublasCreate(&slot));
+    const std::string made = BlasError((*library)->create(&slot));
     if (!made.empty()) return made;
   }
+  *blas = *library;
   *handle = slot;
   return std::string();
 }
@@ -64,12 +70,13 @@ int Blocks(int64_t count, int threads) {
 
 std::string Forward(int device, const float* x, const float* w, const float* b,
                     float* y, int64_t n, int64_t in, int64_t out) {
+  const CublasLibrary* blas;
   cublasHandle_t handle;
-  std::string error = Handle(device, &handle);
+  std::string error = Handle(device, &blas, &handle);
   if (!error.empty()) return error;
   const float one = 1.0f;
   const float zero = 0.0f;
-  error = BlasError(cublasSgemm(
+  error = BlasError(blas->sgemm(
       handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
       static_cast<int>(n), static_cast<int>(in), &one, w, static_cast<int>(in),
       x, static_cast<int>(in), &zero, y, static_cast<int>(out)));
@@ -85,19 +92,20 @@ std::string Forward(int device, const float* x, const float* w, const float* b,
 std::string Backward(int device, const float* dy, const float* x,
                      const float* w, float* dx, float* dw, float* db, int64_t n,
                      int64_t in, int64_t out) {
+  const CublasLibrary* blas;
   cublasHandle_t handle;
-  std::string error = Handle(device, &handle);
+  std::string error = Handle(device, &blas, &handle);
   if (!error.empty()) return error;
   const float one = 1.0f;
   const float zero = 0.0f;
   // dx^T [in, n] = w^T [in, out] dy^T [out, n].
-  error = BlasError(cublasSgemm(
+  error = BlasError(blas->sgemm(
       handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(in),
       static_cast<int>(n), static_cast<int>(out), &one, w, static_cast<int>(in),
       dy, static_cast<int>(out), &zero, dx, static_cast<int>(in)));
   if (!error.empty()) return error;
   // dw^T [in, out] = x^T [in, n] dy [n, out].
-  error = BlasError(cublasSgemm(
+  error = BlasError(blas->sgemm(
       handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in),
       static_cast<int>(out), static_cast<int>(n), &one, x, static_cast<int>(in),
       dy, static_cast<int>(out), &zero, dw, static_cast<int>(in)));

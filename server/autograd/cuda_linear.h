@@ -1,8 +1,9 @@
 // linear on a GPU with cuBLAS, behind a plain C++ interface so that only
 // cuda_linear.cu is compiled by nvcc (cuda_linear_unavailable.cc stands in
 // without a toolkit). All pointers are float32 row-major device memory on
-// `device`; each function returns "" or the CUDA/cuBLAS error and has
-// finished when it returns.
+// `device`; each function returns "" or the CUDA/cuBLAS error (cuBLAS that
+// cannot be loaded among them, cublas_library.h) and has finished when it
+// returns.
 #ifndef DISTOPT_SERVER_AUTOGRAD_CUDA_LINEAR_H_
 #define DISTOPT_SERVER_AUTOGRAD_CUDA_LINEAR_H_
 

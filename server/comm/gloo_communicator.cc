@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
@@ -20,6 +21,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "server/comm/block_offsets.h"
+#include "server/comm/collective_metrics.h"
 
 namespace distopt {
 namespace {
@@ -103,7 +105,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
 
 // Runs a gloo call and turns its exceptions into a status naming `what`.
 template <typename Call>
-absl::Status Guard(absl::string_view what, Call call) {
+absl::Status RunGuarded(absl::string_view what, Call call) {
   try {
     call();
     return absl::OkStatus();
@@ -126,6 +128,15 @@ absl::Status Guard(absl::string_view what, Call call) {
   }
 }
 
+// RunGuarded, recorded in /metrics as a collective over `bytes`.
+template <typename Call>
+absl::Status Guard(absl::string_view what, size_t bytes, Call call) {
+  const metrics::Stopwatch timer;
+  absl::Status status = RunGuarded(what, call);
+  RecordCollective("gloo", what, bytes, timer.Seconds(), status);
+  return status;
+}
+
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context,
@@ -146,16 +157,17 @@ class GlooCommunicator : public Communicator {
         values.size() * sizeof(float) >= ring_all_reduce_min_bytes_) {
       return RingAllReduce(values, op);
     }
-    absl::Status status = Guard("all-reduce", [&] {
-      gloo::AllreduceOptions options(context_);
-      options.setOutput(values.data(), values.size());
-      options.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, size_t)>(
-              &gloo::sum<float>));
-      options.setTag(next_tag_++);
-      options.setTimeout(timeout_);
-      gloo::allreduce(options);
-    });
+    absl::Status status =
+        Guard("all-reduce", values.size() * sizeof(float), [&] {
+          gloo::AllreduceOptions options(context_);
+          options.setOutput(values.data(), values.size());
+          options.setReduceFunction(
+              static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                  &gloo::sum<float>));
+          options.setTag(next_tag_++);
+          options.setTimeout(timeout_);
+          gloo::allreduce(options);
+        });
     if (status.ok() && op == ReduceOp::kAverage) {
       const float scale = 1.0f / static_cast<float>(size());
       for (float& value : values) value *= scale;
@@ -181,7 +193,7 @@ class GlooCommunicator : public Communicator {
           absl::StrCat("output: ", output.size(), " bytes; expected ",
                        input.size() * size(), " (size x input)"));
     }
-    return Guard("gather", [&] {
+    return Guard("gather", input.size(), [&] {
       gloo::GatherOptions options(context_);
       options.setInput(
           reinterpret_cast<uint8_t*>(const_cast<char*>(input.data())),
@@ -204,7 +216,7 @@ class GlooCommunicator : public Communicator {
           absl::StrCat("output: ", output.size(), " elements; expected ",
                        input.size() * size(), " (size x input)"));
     }
-    return Guard("all-gather", [&] {
+    return Guard("all-gather", output.size() * sizeof(float), [&] {
       gloo::AllgatherOptions options(context_);
       options.setInput(const_cast<float*>(input.data()), input.size());
       options.setOutput(output.data(), output.size());
@@ -250,45 +262,51 @@ class GlooCommunicator : public Communicator {
       const size_t chunk = std::max<size_t>(kRingChunkBytes / sizeof(float),
                                             (largest >> kChunkBits) + 1);
       ring_scratch_.resize(2 * std::min(chunk, std::max<size_t>(largest, 1)));
-      absl::Status status = Guard("reduce-scatter", [&] {
-        auto outgoing = context_->createUnboundBuffer(
-            values.data(), values.size() * sizeof(float));
-        auto received = context_->createUnboundBuffer(
-            ring_scratch_.data(), ring_scratch_.size() * sizeof(float));
-        const RingSlots slots = NextRingSlots();
-        const Deadline deadline(timeout_);
-        auto chunks = [&](size_t count) { return (count + chunk - 1) / chunk; };
-        for (int s = 0; s < w - 1; ++s) {
-          const int send = Mod(r - s - 1, w);
-          const int receive = Mod(r - s - 2, w);
-          for (size_t c = 0; c < chunks(counts[send]); ++c) {
-            const size_t length = std::min(chunk, counts[send] - c * chunk);
-            outgoing->send(Mod(r + 1, w), slots.of(s, c),
-                           ((*offsets)[send] + c * chunk) * sizeof(float),
-                           length * sizeof(float));
-          }
-          const size_t receiving = chunks(counts[receive]);
-          auto post = [&](size_t c) {
-            const size_t length = std::min(chunk, counts[receive] - c * chunk);
-            received->recv(Mod(r - 1, w), slots.of(s, c),
-                           (c % 2) * chunk * sizeof(float),
-                           length * sizeof(float));
-          };
-          for (size_t c = 0; c < std::min<size_t>(2, receiving); ++c) post(c);
-          for (size_t c = 0; c < receiving; ++c) {
-            // Chunks from one peer arrive in order.
-            received->waitRecv(deadline.left());
-            const size_t length = std::min(chunk, counts[receive] - c * chunk);
-            const float* in = ring_scratch_.data() + (c % 2) * chunk;
-            float* into = values.data() + (*offsets)[receive] + c * chunk;
-            for (size_t e = 0; e < length; ++e) into[e] += in[e];
-            if (c + 2 < receiving) post(c + 2);
-          }
-          for (size_t c = 0; c < chunks(counts[send]); ++c) {
-            outgoing->waitSend(deadline.left());
-          }
-        }
-      });
+      absl::Status status =
+          Guard("reduce-scatter", values.size() * sizeof(float), [&] {
+            auto outgoing = context_->createUnboundBuffer(
+                values.data(), values.size() * sizeof(float));
+            auto received = context_->createUnboundBuffer(
+                ring_scratch_.data(), ring_scratch_.size() * sizeof(float));
+            const RingSlots slots = NextRingSlots();
+            const Deadline deadline(timeout_);
+            auto chunks = [&](size_t count) {
+              return (count + chunk - 1) / chunk;
+            };
+            for (int s = 0; s < w - 1; ++s) {
+              const int send = Mod(r - s - 1, w);
+              const int receive = Mod(r - s - 2, w);
+              for (size_t c = 0; c < chunks(counts[send]); ++c) {
+                const size_t length = std::min(chunk, counts[send] - c * chunk);
+                outgoing->send(Mod(r + 1, w), slots.of(s, c),
+                               ((*offsets)[send] + c * chunk) * sizeof(float),
+                               length * sizeof(float));
+              }
+              const size_t receiving = chunks(counts[receive]);
+              auto post = [&](size_t c) {
+                const size_t length =
+                    std::min(chunk, counts[receive] - c * chunk);
+                received->recv(Mod(r - 1, w), slots.of(s, c),
+                               (c % 2) * chunk * sizeof(float),
+                               length * sizeof(float));
+              };
+              for (size_t c = 0; c < std::min<size_t>(2, receiving); ++c)
+                post(c);
+              for (size_t c = 0; c < receiving; ++c) {
+                // Chunks from one peer arrive in order.
+                received->waitRecv(deadline.left());
+                const size_t length =
+                    std::min(chunk, counts[receive] - c * chunk);
+                const float* in = ring_scratch_.data() + (c % 2) * chunk;
+                float* into = values.data() + (*offsets)[receive] + c * chunk;
+                for (size_t e = 0; e < length; ++e) into[e] += in[e];
+                if (c + 2 < receiving) post(c + 2);
+              }
+              for (size_t c = 0; c < chunks(counts[send]); ++c) {
+                outgoing->waitSend(deadline.left());
+              }
+            }
+          });
       if (!status.ok()) return status;
     }
     if (op == ReduceOp::kAverage) {
@@ -309,7 +327,7 @@ class GlooCommunicator : public Communicator {
     const int w = size();
     const int r = rank();
     if (w == 1) return absl::OkStatus();
-    return Guard("all-gather", [&] {
+    return Guard("all-gather", bytes.size(), [&] {
       auto outgoing = context_->createUnboundBuffer(bytes.data(), bytes.size());
       auto received = context_->createUnboundBuffer(bytes.data(), bytes.size());
       const RingSlots slots = NextRingSlots();
@@ -355,7 +373,7 @@ class GlooCommunicator : public Communicator {
     if (segments > 0 && bytes / segments < kSegmentRingMinAverageBytes) {
       return Communicator::AllGatherSegments(blocks);
     }
-    return Guard("all-gather", [&] {
+    return Guard("all-gather", bytes, [&] {
       std::vector<std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>>>
           buffers(w);
       for (int b = 0; b < w; ++b) {
@@ -388,7 +406,7 @@ class GlooCommunicator : public Communicator {
   }
 
   absl::Status Barrier() override {
-    return Guard("barrier", [&] {
+    return Guard("barrier", 0, [&] {
       gloo::BarrierOptions options(context_);
       options.setTag(next_tag_++);
       options.setTimeout(timeout_);
@@ -458,7 +476,7 @@ class GlooCommunicator : public Communicator {
   absl::Status BroadcastOf(T* data, size_t count, int root) {
     absl::Status valid = CheckRoot(root);
     if (!valid.ok()) return valid;
-    return Guard("broadcast", [&] {
+    return Guard("broadcast", count * sizeof(T), [&] {
       gloo::BroadcastOptions options(context_);
       options.setOutput(data, count);
       options.setRoot(root);
@@ -490,7 +508,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   const auto timeout =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout));
   std::shared_ptr<gloo::rendezvous::Context> context;
-  absl::Status status = Guard("rendezvous", [&] {
+  absl::Status status = Guard("rendezvous", 0, [&] {
     gloo::transport::tcp::attr attr(options.hostname.c_str());
     std::shared_ptr<gloo::transport::Device> device =
         gloo::transport::tcp::CreateDevice(attr);

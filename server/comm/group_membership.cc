@@ -83,6 +83,8 @@ void GroupMembership::SetState(State state, absl::Status error) {
     absl::MutexLock lock(&mutex_);
     state_ = state;
     error_ = std::move(error);
+    // A group ready again (a new round) has lost nobody.
+    if (state == State::kReady) lost_ranks_.clear();
   }
   if (on_ready_changed_) on_ready_changed_(state == State::kReady);
 }
@@ -354,6 +356,11 @@ absl::StatusOr<int> GroupMembership::RanksOnThisHost(absl::Duration timeout) {
   return size;
 }
 
+std::vector<int> GroupMembership::lost_ranks() const {
+  absl::MutexLock lock(&mutex_);
+  return lost_ranks_;
+}
+
 absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
   RendezvousStore* store = nullptr;
   {
@@ -361,6 +368,7 @@ absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
     store = store_.get();
   }
   std::string lost;
+  std::vector<int> lost_ranks;
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
     // The store is rank 0's: if rank 0 is gone, so is the address book.
@@ -371,6 +379,11 @@ absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
     }
     absl::StrAppend(&lost, lost.empty() ? "" : ", ", "rank ", r,
                     address.ok() ? absl::StrCat(" (", *address, ")") : "");
+    lost_ranks.push_back(r);
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    lost_ranks_ = lost_ranks;
   }
   const std::string verdict =
       lost.empty() ? "every other rank still accepts connections"

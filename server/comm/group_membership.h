@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -82,6 +83,9 @@ class GroupMembership {
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mutex_);
   // The round of the communicator: 0 after joining, +1 per re-formation.
   int64_t round() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The ranks that no longer answered when a collective last failed for
+  // want of a peer (empty until one did).
+  std::vector<int> lost_ranks() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Waits for the group to be ready, up to `timeout`, and runs `collective`
   // on its communicators, every collective bounded by `timeout`;
@@ -152,6 +156,7 @@ class GroupMembership {
   absl::Status error_ ABSL_GUARDED_BY(mutex_);
   bool joined_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t round_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<int> lost_ranks_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<RendezvousStore> store_ ABSL_GUARDED_BY(mutex_);
   GroupSettings settings_ ABSL_GUARDED_BY(mutex_);
   // Held while a collective (or a rendezvous) runs; mutex_ may be taken

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics.h"
 #include "server/comm/block_offsets.h"
+#include "server/comm/collective_metrics.h"
 
 namespace distopt {
 namespace {
@@ -54,7 +56,7 @@ class NcclCommunicator : public Communicator {
   void SetTimeout(absl::Duration timeout) override { timeout_ = timeout; }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
-    return Run("all-reduce", [&] {
+    return Run("all-reduce", values.size() * sizeof(float), [&] {
       return ncclAllReduce(
           values.data(), values.data(), values.size(), ncclFloat32,
           op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
@@ -64,7 +66,7 @@ class NcclCommunicator : public Communicator {
   absl::Status Broadcast(absl::Span<float> values, int root) override {
     absl::Status valid = CheckRoot(root);
     if (!valid.ok()) return valid;
-    return Run("broadcast", [&] {
+    return Run("broadcast", values.size() * sizeof(float), [&] {
       return ncclBroadcast(values.data(), values.data(), values.size(),
                            ncclFloat32, root, comm_, stream_);
     });
@@ -77,7 +79,7 @@ class NcclCommunicator : public Communicator {
           absl::StrCat("output: ", output.size(), " elements; expected ",
                        input.size() * size_, " (size x input)"));
     }
-    return Run("all-gather", [&] {
+    return Run("all-gather", output.size() * sizeof(float), [&] {
       return ncclAllGather(input.data(), output.data(), input.size(),
                            ncclFloat32, comm_, stream_);
     });
@@ -90,7 +92,7 @@ class NcclCommunicator : public Communicator {
           absl::StrCat("input: ", input.size(), " elements; expected ",
                        output.size() * size_, " (size x output)"));
     }
-    return Run("reduce-scatter", [&] {
+    return Run("reduce-scatter", input.size() * sizeof(float), [&] {
       return ncclReduceScatter(
           input.data(), output.data(), output.size(), ncclFloat32,
           op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
@@ -108,13 +110,13 @@ class NcclCommunicator : public Communicator {
     if (!offsets.ok()) return offsets.status();
     const ncclRedOp_t reduction = op == ReduceOp::kSum ? ncclSum : ncclAvg;
     if (EvenBlocks(counts)) {
-      return Run("reduce-scatter", [&] {
+      return Run("reduce-scatter", values.size() * sizeof(float), [&] {
         return ncclReduceScatter(values.data(),
                                  values.data() + (*offsets)[rank_], counts[0],
                                  ncclFloat32, reduction, comm_, stream_);
       });
     }
-    return Run("reduce-scatter", [&] {
+    return Run("reduce-scatter", values.size() * sizeof(float), [&] {
       return PerBlock(counts, [&](int r) {
         float* block = values.data() + (*offsets)[r];
         return ncclReduce(block, block, counts[r], ncclFloat32, reduction, r,
@@ -131,12 +133,12 @@ class NcclCommunicator : public Communicator {
         BlockOffsets(counts, size_, bytes.size(), "bytes");
     if (!offsets.ok()) return offsets.status();
     if (EvenBlocks(counts)) {
-      return Run("all-gather", [&] {
+      return Run("all-gather", bytes.size(), [&] {
         return ncclAllGather(bytes.data() + (*offsets)[rank_], bytes.data(),
                              counts[0], ncclChar, comm_, stream_);
       });
     }
-    return Run("all-gather", [&] {
+    return Run("all-gather", bytes.size(), [&] {
       return PerBlock(counts, [&](int r) {
         char* block = bytes.data() + (*offsets)[r];
         return ncclBroadcast(block, block, counts[r], ncclChar, r, comm_,
@@ -158,7 +160,7 @@ class NcclCommunicator : public Communicator {
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
     absl::Status valid = CheckRoot(root);
     if (!valid.ok()) return valid;
-    return Run("broadcast", [&] {
+    return Run("broadcast", bytes.size(), [&] {
       return ncclBroadcast(bytes.data(), bytes.data(), bytes.size(), ncclUint8,
                            root, comm_, stream_);
     });
@@ -175,7 +177,7 @@ class NcclCommunicator : public Communicator {
           absl::StrCat("output: ", output.size(), " bytes; expected ",
                        input.size() * size_, " (size x input)"));
     }
-    return Run("gather", [&]() -> ncclResult_t {
+    return Run("gather", input.size(), [&]() -> ncclResult_t {
       ncclResult_t result = ncclGroupStart();
       if (result != ncclSuccess) return result;
       if (rank_ == root) {
@@ -225,10 +227,19 @@ class NcclCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  // RunOnStream, recorded in /metrics as a collective over `bytes`.
+  template <typename Call>
+  absl::Status Run(absl::string_view what, size_t bytes, Call call) {
+    const metrics::Stopwatch timer;
+    absl::Status status = RunOnStream(what, call);
+    RecordCollective("nccl", what, bytes, timer.Seconds(), status);
+    return status;
+  }
+
   // Enqueues `call` and waits for the stream, polling NCCL's asynchronous
   // error, up to the timeout.
   template <typename Call>
-  absl::Status Run(absl::string_view what, Call call) {
+  absl::Status RunOnStream(absl::string_view what, Call call) {
     if (broken_) {
       return absl::FailedPreconditionError(
           absl::StrCat(what,

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "server/dist_optim/optimizers_checkpoint.h"
 #include "server/localsgd/local_sgd_checkpoint.h"
 #include "server/zero/zero_checkpoint.h"
@@ -48,7 +50,7 @@ absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
             RestoreOptimizers(sections, *optimizers_, &dropped);
         if (!status.ok()) return status;
         for (const std::string& line : dropped) {
-          std::fprintf(stderr, "distopt_worker: %s\n", line.c_str());
+          log::Warning("optimizer not restored", {{"reason", line}});
         }
         if (zero->has_value()) zero_->SetRestored(**std::move(zero));
         if (local_sgd->has_value()) {
@@ -130,23 +132,69 @@ void Checkpointer::RunSchedule() {
     // waiting for its repair) does not flood the log.
     if (!saved.ok() && saved.status().ToString() != last_logged) {
       last_logged = saved.status().ToString();
-      std::fprintf(stderr,
-                   "distopt_worker: periodic checkpoint failed, the last good "
-                   "one is kept: %s\n",
-                   last_logged.c_str());
+      log::Error("periodic checkpoint failed, the last good one is kept",
+                 {{"error", last_logged}});
     }
     if (saved.ok()) last_logged.clear();
     next = absl::Now() + schedule_.interval;
   }
 }
 
+namespace {
+
+// A save in /metrics: by reason ("periodic", "shutdown", "request") and
+// result; for a good one its duration, the time steps were held back for
+// its copy, its bytes and when it was saved (Prometheus's way to say an
+// age: time() - distopt_checkpoint_last_success_timestamp_seconds).
+absl::StatusOr<SaveReport> Recorded(const std::string& reason,
+                                    const metrics::Stopwatch& timer,
+                                    absl::StatusOr<SaveReport> saved) {
+  static auto& saves = metrics::CounterFamily(
+      "distopt_checkpoint_saves_total",
+      "Checkpoint saves by reason and result (saved, failed, cancelled)");
+  static auto& seconds = metrics::LatencyFamily(
+      "distopt_checkpoint_save_seconds",
+      "Time a good checkpoint save took, from its request to its rename");
+  static auto& held = metrics::LatencyFamily(
+      "distopt_checkpoint_snapshot_seconds",
+      "Time steps were held back while a save copied the state");
+  static prometheus::Gauge& bytes =
+      metrics::GaugeFamily("distopt_checkpoint_last_bytes",
+                           "Bytes of the last good checkpoint")
+          .Add({});
+  static prometheus::Gauge& when =
+      metrics::GaugeFamily("distopt_checkpoint_last_success_timestamp_seconds",
+                           "Unix time of the last good checkpoint")
+          .Add({});
+  const char* result = saved.ok() ? "saved"
+                       : saved.status().code() == absl::StatusCode::kCancelled
+                           ? "cancelled"
+                           : "failed";
+  metrics::Add(
+      metrics::CounterWith(saves, {{"reason", reason}, {"result", result}}));
+  if (saved.ok() && metrics::Recording()) {
+    metrics::Observe(metrics::LatencyWith(seconds, {{"reason", reason}}),
+                     timer.Seconds());
+    metrics::Observe(metrics::LatencyWith(held, {{"reason", reason}}),
+                     absl::ToDoubleSeconds(saved->snapshot));
+    bytes.Set(static_cast<double>(saved->saved.bytes));
+    when.Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  }
+  return saved;
+}
+
+}  // namespace
+
 absl::StatusOr<SaveReport> Checkpointer::Save(
     const std::string& reason, const std::function<bool()>& abandoned) {
-  return SaveContents(reason, /*live=*/false, abandoned);
+  const metrics::Stopwatch timer;
+  return Recorded(reason, timer,
+                  SaveContents(reason, /*live=*/false, abandoned));
 }
 
 absl::StatusOr<SaveReport> Checkpointer::SaveAtShutdown() {
-  return SaveContents("shutdown", /*live=*/true);
+  const metrics::Stopwatch timer;
+  return Recorded("shutdown", timer, SaveContents("shutdown", /*live=*/true));
 }
 
 absl::Status Checkpointer::Failed(absl::Status status) {
@@ -261,7 +309,7 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(
   report.write = saved->took;
   report.saved.folder = "parameters";
   report.saved.whole = true;
-  report.saved.saved_at = start;
+  report.saved.saved_at = saved->saved_at;
   report.saved.reason = reason;
   report.saved.parameters = saved->parameters;
   for (const CheckpointSection& section : contents.sections) {

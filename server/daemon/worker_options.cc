@@ -46,6 +46,9 @@ int ThreadLimit(const WorkerOptions& options) {
 
 absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
   absl::Status status = ValidateAddress(options.listen, "--listen");
+  if (status.ok() && !options.metrics_listen.empty()) {
+    status = ValidateAddress(options.metrics_listen, "--metrics_listen");
+  }
   if (!status.ok()) return status;
   if (options.checkpoint_keep < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -22,6 +22,9 @@ struct WorkerOptions {
   Device device = Device::Cpu();
   // Where to write the bound address once listening ("" for nowhere).
   std::string port_file;
+  // host:port serving Prometheus's /metrics over HTTP; empty: none. Port 0
+  // picks a free one (StatusService and the start-up line report it).
+  std::string metrics_listen;
 
   // The data-parallel group this daemon is a rank of (world_size 1: none).
   int rank = 0;

@@ -9,12 +9,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cuda_ops.h"
 #include "common/group_secret.h"
+#include "common/metrics.h"
+#include "common/version.h"
 #include "common/wire_limits.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "server/daemon/call_observer.h"
 #include "server/daemon/flag_files.h"
 #include "server/daemon/server_credentials.h"
 #include "server/optim/plugin_loader.h"
@@ -88,7 +92,12 @@ WorkerServer::WorkerServer(const WorkerOptions& options,
                       return damage.ok() ? local_sgd_.Damage() : damage;
                     })),
       checkpoint_service_(checkpointer_.get()),
-      health_service_(&health_, &streams_) {}
+      health_service_(&health_, &streams_),
+      gauges_(std::make_shared<WorkerGauges>(
+          GaugeSources{options.device.ToString(), options.rank,
+                       options.world_size, &parameters_, &budget_, &contexts_,
+                       &optimizers_, &streams_, &membership_view_})),
+      status_service_({metrics::Registry(), gauges_}) {}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     const WorkerOptions& options) {
@@ -135,6 +144,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     worker->health_.Set(service, HealthCheckResponse::NOT_SERVING);
   }
 
+  if (!options.metrics_listen.empty()) {
+    absl::Status serving = worker->ServeMetrics();
+    if (!serving.ok()) return serving;
+  }
+
   // Lets grpcurl list and describe every service without .proto files.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -160,6 +174,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   builder.RegisterService(&worker->local_sgd_service_);
   builder.RegisterService(&worker->checkpoint_service_);
   builder.RegisterService(&worker->health_service_);
+  builder.RegisterService(&worker->status_service_);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      observers;
+  observers.push_back(std::make_unique<CallObserverFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(observers));
   worker->server_ = builder.BuildAndStart();
   if (worker->server_ == nullptr || worker->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -169,6 +189,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   }
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   worker->address_ = absl::StrCat(host, ":", worker->port_);
+  worker->status_service_.Describe(worker->Description());
   // Serving from here on; the group's services follow the group's state.
   worker->health_.SetAll(HealthCheckResponse::SERVING);
   if (options.world_size > 1) {
@@ -211,6 +232,30 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     }
   });
   return worker;
+}
+
+absl::Status WorkerServer::ServeMetrics() {
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
+      MetricsHttpServer::Start(options_.metrics_listen, "--metrics_listen",
+                               {metrics::Registry(), gauges_});
+  if (!server.ok()) return server.status();
+  metrics_server_ = *std::move(server);
+  metrics_address_ = metrics_server_->address();
+  return absl::OkStatus();
+}
+
+v1::WorkerStatus WorkerServer::Description() const {
+  v1::WorkerStatus status;
+  status.set_version(kVersion);
+  status.set_device(options_.device.ToString());
+  status.set_cuda_built(cuda_ops::BuiltWithCuda());
+  status.set_pid(getpid());
+  status.set_address(address_);
+  status.set_metrics_address(metrics_address_);
+  status.set_rank(options_.rank);
+  status.set_world_size(options_.world_size);
+  status.set_checkpoint_dir(AbsolutePath(options_.checkpoint_dir));
+  return status;
 }
 
 absl::Status WorkerServer::Shutdown() {

@@ -28,6 +28,8 @@
 #include "server/comm/group_membership.h"
 #include "server/comm/key_value_store.h"
 #include "server/daemon/checkpointer.h"
+#include "server/daemon/metrics_http_server.h"
+#include "server/daemon/worker_gauges.h"
 #include "server/daemon/worker_options.h"
 #include "server/dist_optim/optimizer_table.h"
 #include "server/localsgd/local_sgd_runner.h"
@@ -40,6 +42,7 @@
 #include "server/services/local_sgd_service.h"
 #include "server/services/optimizer_service.h"
 #include "server/services/parameter_service.h"
+#include "server/services/status_service.h"
 #include "server/services/zero_service.h"
 #include "server/zero/zero_runner.h"
 
@@ -57,6 +60,9 @@ class WorkerServer {
   // The bound address, with the actual port ("127.0.0.1:41234").
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // Where /metrics is served ("127.0.0.1:9400"); empty without
+  // --metrics_listen.
+  const std::string& metrics_address() const { return metrics_address_; }
   const WorkerOptions& options() const { return options_; }
 
   // Returns the error of saving the checkpoint, if any; later calls return
@@ -94,6 +100,10 @@ class WorkerServer {
   size_t saved_parameters() const { return saved_parameters_; }
 
  private:
+  // Serves /metrics on --metrics_listen; UNAVAILABLE if it cannot.
+  absl::Status ServeMetrics();
+  // What StatusService says the daemon is.
+  v1::WorkerStatus Description() const;
   // Shutdown's last save to --checkpoint_dir, if the daemon has one.
   absl::Status SaveAtShutdown();
 
@@ -133,6 +143,12 @@ class WorkerServer {
   absl::Notification stopping_;
   std::thread context_collector_;
   HealthServiceImpl health_service_;
+  // Read at scrape time, by /metrics and StatusService.
+  std::shared_ptr<WorkerGauges> gauges_;
+  StatusServiceImpl status_service_;
+  // Serves /metrics; null without --metrics_listen.
+  std::unique_ptr<MetricsHttpServer> metrics_server_;
+  std::string metrics_address_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;

@@ -1,7 +1,6 @@
 #include "server/data_parallel/restored_checkpoint.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <set>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "server/comm/agreement.h"
 
 namespace distopt {
@@ -361,9 +361,8 @@ RestoredGroupOptimizer DescribeRestored(const GroupCheckpoint& group,
     restored.held = *std::move(held);
   } else {
     // Only what was restored is known to be there.
-    std::fprintf(stderr,
-                 "distopt_worker: listing the group checkpoints in %s: %s\n",
-                 dir.c_str(), std::string(held.status().message()).c_str());
+    log::Warning("cannot list the group checkpoints",
+                 {{"dir", dir}, {"error", held.status().message()}});
     restored.held = {{group.run.run_id, group.step}};
   }
   return restored;
@@ -388,12 +387,12 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
                                          "nothing was created");
   if (!agreed.ok()) return agreed;
   if (!fall_back) return restored.state;
-  std::fprintf(stderr,
-               "distopt_worker: %s: the ranks' newest checkpoints hold "
-               "different group steps; resuming at group step %lld, which "
-               "every rank keeps (this rank restored %lld)\n",
-               std::string(what).c_str(), static_cast<long long>(resume.step),
-               static_cast<long long>(restored.step));
+  log::Warning(
+      "the ranks' newest checkpoints hold different group steps; resuming "
+      "at the newest group step every rank keeps",
+      {{"optimizer", what},
+       {"group_step", resume.step},
+       {"restored_step", restored.step}});
   *changed = true;
   size_t k = 0;
   for (const ParamGroup& group : groups) {

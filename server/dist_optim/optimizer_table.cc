@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/metrics.h"
+#include "server/optim/step_metrics.h"
 #include "server/params/parameter_lookup.h"
 #include "server/params/parameter_update.h"
 
@@ -120,9 +122,14 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
   if (!context.ok()) return context.status();
 
   Entry& e = **entry;
+  const metrics::Stopwatch timer;
   absl::MutexLock optimizer_lock(&e.mutex);
+  const StepMetrics& step_metrics = StepMetrics::For("distributed", e.kind);
   StepResult result;
-  if (e.applied.contains(context_id)) return result;  // A retry.
+  if (e.applied.contains(context_id)) {  // A retry.
+    step_metrics.Retried();
+    return result;
+  }
 
   std::vector<uint64_t> ids;
   for (const auto& parameter : e.parameters) ids.push_back(parameter->id());
@@ -146,8 +153,13 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
       }
     }
   }
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    step_metrics.Failed();
+    return status;
+  }
   result.applied = true;
+  step_metrics.Applied(timer.Seconds(), result.stepped_parameters,
+                       result.skipped_parameters);
   // A restored count may be the largest there is: it stays there.
   if (e.steps < std::numeric_limits<int64_t>::max()) ++e.steps;
   e.applied.insert(context_id);

@@ -1,21 +1,31 @@
 #include "server/localsgd/local_sgd_runner.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/metrics.h"
 #include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
 #include "server/data_parallel/restored_checkpoint.h"
+#include "server/optim/step_metrics.h"
 
 namespace distopt {
 namespace {
 
 void Log(const std::vector<std::string>& warnings) {
   for (const std::string& warning : warnings) {
-    std::fprintf(stderr, "distopt_worker: warning: post-local SGD: %s\n",
-                 warning.c_str());
+    log::Warning("post-local SGD", {{"warning", warning}});
   }
+}
+
+// Averaging steps, by the size of the group that averaged (the host's
+// ranks, or the whole group, for hierarchical averaging).
+prometheus::Counter& Averagings(int group_size) {
+  static auto& family = metrics::CounterFamily(
+      "distopt_post_local_sgd_averagings_total",
+      "Post-local SGD steps that averaged the parameters, by the number of "
+      "ranks that averaged");
+  return metrics::CounterWith(family, {{"ranks", absl::StrCat(group_size)}});
 }
 
 }  // namespace
@@ -109,10 +119,16 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
       resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
   if (hooks_.before != nullptr) hooks_.before();
+  const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  if (!optimizer_->damage().ok()) return optimizer_->damage();
+  const StepMetrics& step_metrics =
+      StepMetrics::For("post_local_sgd", spec_.kind);
+  if (!optimizer_->damage().ok()) {
+    step_metrics.Failed();
+    return optimizer_->damage();
+  }
   const int averaged =
       optimizer_->averager().GroupSizeAt(optimizer_->step()).value_or(0);
   absl::Status status = RunCollectiveStep(
@@ -122,7 +138,12 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
         return optimizer_->Step(communicators, gradients);
       },
       [&] { return !optimizer_->damage().ok(); });
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    step_metrics.Failed();
+    return status;
+  }
+  step_metrics.Applied(timer.Seconds(), 0, 0);
+  if (averaged > 0) metrics::Add(Averagings(averaged));
   if (hooks_.after != nullptr) hooks_.after(optimizer_->step());
   return averaged;
 }

@@ -862,7 +862,8 @@ absl::StatusOr<SavedCheckpoint> WriteFolder(const CheckpointContents& contents,
   checkpoint::CheckpointIndex index;
   index.set_format(kFormat);
   index.set_next_id(contents.next_parameter_id);
-  index.set_saved_at_unix_micros(absl::ToUnixMicros(absl::Now()));
+  saved.saved_at = absl::Now();
+  index.set_saved_at_unix_micros(absl::ToUnixMicros(saved.saved_at));
   index.set_reason(contents.reason);
   std::vector<Segment> values;
   for (const CheckpointParameter& parameter : contents.parameters) {

@@ -91,6 +91,8 @@ struct SavedCheckpoint {
   size_t parameters = 0;
   size_t sections = 0;
   uint64_t bytes = 0;  // Values and sections, as written.
+  // The time its index records (ListCheckpoints reports the same).
+  absl::Time saved_at;
   // Until the checkpoint was durable in place (dropping the oldest kept
   // one follows).
   absl::Duration took;

@@ -155,6 +155,16 @@ absl::Status ParameterStore::Restore(
   return absl::OkStatus();
 }
 
+ParameterStore::Census ParameterStore::Count() const {
+  absl::MutexLock lock(&mutex_);
+  Census census;
+  census.parameters = by_id_.size();
+  for (const auto& [id, parameter] : by_id_) {
+    census.bytes += parameter->byte_size();
+  }
+  return census;
+}
+
 uint64_t ParameterStore::next_id() const {
   absl::MutexLock lock(&mutex_);
   return next_id_;

@@ -84,6 +84,13 @@ class ParameterStore {
   // The id the next parameter will get; every id below it has been given
   // out (and is never given again).
   uint64_t next_id() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // How many parameters the store holds, and their values' bytes.
+  struct Census {
+    size_t parameters = 0;
+    uint64_t bytes = 0;
+  };
+  Census Count() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ids below `next_id` are never given out (they were, before a restart).
   void ReserveIdsBelow(uint64_t next_id) ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -65,6 +65,7 @@ void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
     return;
   }
   response->set_round(membership->round());
+  for (int rank : membership->lost_ranks()) response->add_lost_ranks(rank);
   switch (membership->state()) {
     case GroupMembership::State::kJoining:
       response->set_state(v1::GroupInfo::JOINING);

@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> StreamLimits::Acquire(
 
 StreamLimits::Slot::~Slot() { limits_->Release(this); }
 
+size_t StreamLimits::open() {
+  absl::MutexLock lock(&mutex_);
+  return slots_.size();
+}
+
 void StreamLimits::Release(Slot* slot) {
   absl::MutexLock lock(&mutex_);
   slots_.erase(slot);

@@ -115,6 +115,8 @@ class StreamLimits {
   // next request of the others (see Slot::AwaitRequest); call before
   // shutting the server down.
   void Close() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Streams (and waiting calls) open now.
+  size_t open() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void Release(Slot* slot) ABSL_LOCKS_EXCLUDED(mutex_);

@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/metrics.h"
 #include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
 #include "server/data_parallel/restored_checkpoint.h"
+#include "server/optim/step_metrics.h"
 #include "server/zero/zero_reshard.h"
 
 namespace distopt {
@@ -18,6 +20,16 @@ namespace {
 
 // Each rank's byte counts in the group's store, for GetZero on any rank.
 constexpr absl::string_view kRankBytesKey = "zero/bytes/";
+
+// Steps a joined rank took part in (Join's rounds), for /metrics.
+prometheus::Counter& JoinRounds() {
+  static prometheus::Counter& counter = metrics::CounterWith(
+      metrics::CounterFamily("distopt_zero_join_rounds_total",
+                             "ZeRO steps this rank shadowed after its Join "
+                             "(its data ran out, the others' had not)"),
+      {});
+  return counter;
+}
 
 }  // namespace
 
@@ -129,11 +141,16 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
       resources_.Context(context_id, caller);
   if (!context.ok()) return context.status();
   if (hooks_.before != nullptr) hooks_.before();
+  const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
+  const StepMetrics& step_metrics = StepMetrics::For("zero", spec_.kind);
   if (joined_) return joined;
-  if (!optimizer_->damage().ok()) return optimizer_->damage();
+  if (!optimizer_->damage().ok()) {
+    step_metrics.Failed();
+    return optimizer_->damage();
+  }
   absl::Status status = RunCollectiveStep(
       **membership, spec_.timeout, **context, groups_,
       [&](CommunicatorGroup&, const GroupGradientPointers& gradients) {
@@ -141,12 +158,14 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) {
+    step_metrics.Failed();
     if (!optimizer_->damage().ok()) {
       consolidated_.reset();
       PublishLocked();  // GetZero says so.
     }
     return status;
   }
+  step_metrics.Applied(timer.Seconds(), 0, 0);
   consolidated_.reset();  // Stale once the state moves on.
   CountStepLocked();
   PublishLocked();
@@ -191,6 +210,7 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
     }
     consolidated_.reset();
     CountStepLocked();
+    metrics::Add(JoinRounds());
     ++shadowed;
     PublishLocked();
   }

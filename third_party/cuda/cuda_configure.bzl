@@ -8,8 +8,11 @@ exist. Set DISTOPT_CUDA_PATH to a folder without a toolkit (for example
 The generated @local_config_cuda holds:
   defs.bzl   CUDA_ENABLED, NCCL_ENABLED, NVCC (absolute path), CUDA_PATH
   :cudart    static CUDA runtime (empty when CUDA is off)
-  :cublas    cuBLAS, linked with an rpath to the toolkit (empty when off)
-  :nccl      NCCL, same (empty when off, or when the toolkit lacks it)
+  :nccl      NCCL, linked with an rpath to the toolkit (empty when off, or
+             when the toolkit lacks it)
+
+cuBLAS is not linked: server/autograd/cublas_library.cc opens it with
+dlopen() on first use, falling back to CUDA_PATH/lib64.
 """
 
 _ENV = "DISTOPT_CUDA_PATH"
@@ -61,10 +64,9 @@ cc_library(
     includes = ["include"],
 )
 """)
-        build.append(_shared_lib_target(ctx, cuda_path, "cublas", "cublas"))
         build.append(_shared_lib_target(ctx, cuda_path, "nccl", "nccl"))
     else:
-        for name in ["cudart", "cuda_headers", "cublas", "nccl"]:
+        for name in ["cudart", "cuda_headers", "nccl"]:
             build.append('cc_library(name = "%s")\n' % name)
     ctx.file("BUILD.bazel", "\n".join(build))
 

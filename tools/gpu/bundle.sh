@@ -8,8 +8,13 @@
 #   device run, carry [".gpu_bundle"]:  bash tools/gpu/run_checks.sh
 #
 # The CUDA libraries themselves (cudart is static; cuBLAS, NCCL) come from
-# the GPU machine: its toolkit at /usr/local/cuda, or the NCCL that ships
-# with its PyTorch (run_checks.sh looks for both).
+# the GPU machine: its toolkit at /usr/local/cuda, or the copies that ship
+# with its PyTorch (run_checks.sh looks for both). They cannot travel:
+# libcublas and libcublasLt alone are 570 MiB, about 400 MiB compressed,
+# against the 64 MiB the device tool carries. cuBLAS is opened with dlopen()
+# on first use (server/autograd/cublas_library.h), so ldd does not list it:
+# the bundle names the sonames the binaries open, in dlopened.txt, and
+# run_checks.sh finds each before any test runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=(
@@ -37,6 +42,10 @@ for binary in "$out"/bin/*; do
   ldd "$binary" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+# The sonames in the binaries that dlopen() takes, with what libcublas
+# itself needs beside it (libcublasLt of the same version).
+{ grep -aohE 'libcublas\.so\.[0-9]+' "$out"/bin/* || true; } | sort -u |
+  sed -E 's/^libcublas(\.so\..*)$/&\nlibcublasLt\1/' >"$out/dlopened.txt"
 # Compressed, to stay well inside the 64 MiB that travels.
 rm -rf .gpu_bundle
 mkdir -p .gpu_bundle

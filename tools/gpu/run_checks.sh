@@ -11,6 +11,9 @@ export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 # NCCL, if the toolkit lacks it: the copy PyTorch's wheels bring.
 nccl=$(python3 -c 'import os, nvidia.nccl; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null) &&
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl"
+# cuBLAS likewise (nvidia/<name>/lib in the wheels), after the toolkit's.
+cublas=$(python3 -c 'import glob, os, nvidia; print(os.path.dirname(sorted(p for d in nvidia.__path__ for p in glob.glob(os.path.join(d, "*", "lib", "libcublas.so.*")))[0]))' 2>/dev/null) &&
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cublas"
 export DISTOPT_WORKER_BINARY="$bundle/bin/distopt_worker"
 export DISTOPT_TORCH_PYTHON=python3
 # The tests find their data the way Bazel lays it out.
@@ -22,6 +25,17 @@ export TEST_SRCDIR=$runfiles TEST_TMPDIR=$(mktemp -d)
 log=${OUT:-/tmp}/gpu_checks.log
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$log"
+# What the binaries dlopen() (bundle.sh lists it) is not checked by the
+# loader at start: find each here, or the CUDA tests fail one by one.
+while read -r soname; do
+  found=""
+  for dir in ${LD_LIBRARY_PATH//:/ }; do
+    if [ -e "$dir/$soname" ]; then found=$dir/$soname && break; fi
+  done
+  [ -n "$found" ] || found=$(ldconfig -p | awk -v name="$soname" '$1 == name {print $NF; exit}')
+  echo "dlopen $soname: ${found:-NOT FOUND}" | tee -a "$log"
+  [ -n "$found" ] || status=1
+done <"$bundle/dlopened.txt"
 for test in cuda_backend_test cuda_parity_test ops_test \
     nccl_communicator_test daemon_test digits_training_test; do
   echo "=== $test" | tee -a "$log"

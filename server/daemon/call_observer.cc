@@ -1,0 +1,169 @@
+#include "server/daemon/call_observer.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "common/metrics.h"
+#include "google/protobuf/message_lite.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/interceptor.h"
+#include "grpcpp/support/status.h"
+
+namespace distopt {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+// The names of gRPC's status codes, as its documentation spells them.
+absl::string_view CodeName(int code) {
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
+}
+
+class CallObserver : public grpc::experimental::Interceptor {
+ public:
+  CallObserver(CallObserverFactory* factory,
+               CallObserverFactory::MethodMetrics* method,
+               grpc::ServerContextBase* context)
+      : factory_(factory), method_(method), context_(context) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* call) override {
+    if (call->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      // Every service of the daemon is a generated protobuf one: the
+      // message received is a protobuf message.
+      const void* message = call->GetRecvMessage();
+      if (message != nullptr) {
+        received_ += static_cast<const google::protobuf::MessageLite*>(message)
+                         ->ByteSizeLong();
+      }
+    }
+    if (call->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      const grpc::ByteBuffer* serialized = call->GetSerializedSendMessage();
+      if (serialized != nullptr) sent_ += serialized->Length();
+    }
+    if (call->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_STATUS)) {
+      Ended(call->GetSendStatus());
+    }
+    call->Proceed();
+  }
+
+ private:
+  void Ended(const grpc::Status& status) {
+    const int code = static_cast<int>(status.error_code());
+    if (metrics::Recording()) {
+      metrics::Observe(*method_->seconds, timer_.Seconds());
+      metrics::Add(factory_->CallsEndedWith(*method_, code));
+      if (received_ > 0) {
+        metrics::Add(*method_->received_bytes, static_cast<double>(received_));
+      }
+      if (sent_ > 0) {
+        metrics::Add(*method_->sent_bytes, static_cast<double>(sent_));
+      }
+    }
+    if (status.ok()) return;
+    int64_t dropped = 0;
+    if (!factory_->refusal_log().Allow(absl::Now(), &dropped)) return;
+    std::vector<log::Field> fields = {
+        {"method", absl::StrCat(method_->service, "/", method_->method)},
+        {"code", CodeName(code)},
+        {"error", status.error_message()},
+        {"peer", context_ != nullptr ? context_->peer() : ""}};
+    if (dropped > 0) fields.emplace_back("refusals_not_logged", dropped);
+    log::Warning("call refused", fields);
+  }
+
+  CallObserverFactory* const factory_;
+  CallObserverFactory::MethodMetrics* const method_;
+  grpc::ServerContextBase* const context_;
+  const metrics::Stopwatch timer_;
+  size_t received_ = 0;
+  size_t sent_ = 0;
+};
+
+}  // namespace
+
+CallObserverFactory::CallObserverFactory()
+    : refusal_log_(kRefusalsPerSecond, kRefusalBurst) {}
+
+grpc::experimental::Interceptor* CallObserverFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new CallObserver(this, &MetricsOf(info->method()),
+                          info->server_context());
+}
+
+CallObserverFactory::MethodMetrics& CallObserverFactory::MetricsOf(
+    const std::string& path) {
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    auto it = methods_.find(path);
+    if (it != methods_.end()) return *it->second;
+  }
+  static auto& seconds = metrics::LatencyFamily(
+      "distopt_rpc_duration_seconds",
+      "Time from a call's arrival to its status (a stream's whole life)");
+  static auto& received = metrics::CounterFamily(
+      "distopt_rpc_received_bytes_total",
+      "Bytes of the request messages the daemon received");
+  static auto& sent =
+      metrics::CounterFamily("distopt_rpc_sent_bytes_total",
+                             "Bytes of the reply messages the daemon sent");
+  auto method = std::make_unique<MethodMetrics>();
+  // "/package.Service/Method"; anything else is kept whole as the method.
+  const absl::string_view whole = path;
+  const size_t slash = whole.rfind('/');
+  if (!whole.empty() && whole[0] == '/' && slash != 0 &&
+      slash != absl::string_view::npos) {
+    method->service = std::string(whole.substr(1, slash - 1));
+    method->method = std::string(whole.substr(slash + 1));
+  } else {
+    method->method = path;
+  }
+  const prometheus::Labels labels{{"service", method->service},
+                                  {"method", method->method}};
+  method->seconds = &metrics::LatencyWith(seconds, labels);
+  method->received_bytes = &metrics::CounterWith(received, labels);
+  method->sent_bytes = &metrics::CounterWith(sent, labels);
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = methods_.emplace(path, std::move(method));
+  return *it->second;
+}
+
+prometheus::Counter& CallObserverFactory::CallsEndedWith(MethodMetrics& method,
+                                                         int code) {
+  if (code < 0 || code > 16) code = 2;  // UNKNOWN
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    if (method.by_code[code] != nullptr) return *method.by_code[code];
+  }
+  static auto& calls = metrics::CounterFamily(
+      "distopt_rpcs_total", "Calls served, by service, method and status code");
+  prometheus::Counter& counter =
+      metrics::CounterWith(calls, {{"service", method.service},
+                                   {"method", method.method},
+                                   {"code", std::string(CodeName(code))}});
+  absl::MutexLock lock(&mutex_);
+  method.by_code[code] = &counter;
+  return counter;
+}
+
+}  // namespace distopt
