@@ -133,6 +133,9 @@ absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
     arguments.push_back("--group_secret_file=" + secret_file);
   }
   arguments.insert(arguments.end(), options.flags.begin(), options.flags.end());
+  arguments.insert(arguments.begin(), options.launcher.begin(),
+                   options.launcher.end());
+  const std::string program = arguments.front();
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
@@ -145,7 +148,7 @@ absl::StatusOr<std::unique_ptr<LocalWorker>> LocalWorker::Start(
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, binary.c_str(), nullptr, &attributes,
+  const int error = posix_spawn(&pid, program.c_str(), nullptr, &attributes,
                                 argv.data(), environ);
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {

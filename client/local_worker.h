@@ -42,6 +42,10 @@ struct LocalWorkerOptions {
   // For a rank of a data-parallel group: the group's secret, written to a
   // private file that --group_secret_file names. The same on every rank.
   std::string group_secret;
+  // A command the daemon is started through, which must exec it in its own
+  // process (the pid stays the daemon's): {"/usr/sbin/ip", "netns", "exec",
+  // "host1"} starts it in network namespace host1. Empty: none.
+  std::vector<std::string> launcher;
   absl::Duration start_timeout = absl::Seconds(30);
 };
 

@@ -6,10 +6,12 @@
 // 6 when saving the checkpoint at shutdown failed, 7 when calls still ran
 // 5 s after --shutdown_grace (the daemon exits without them, and without
 // saving a checkpoint).
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -202,14 +204,53 @@ void ReturnLargeBlocksWhenFreed() {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
 }
 
+// Written by the handler, read by the main thread: the signal's number.
+int shutdown_pipe[2] = {-1, -1};
+
+void OnShutdownSignal(int signal_number) {
+  const int saved_errno = errno;
+  const char byte = static_cast<char>(signal_number);
+  [[maybe_unused]] ssize_t written = write(shutdown_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+bool InstallShutdownHandler() {
+  if (pipe2(shutdown_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  return sigaction(SIGTERM, &action, nullptr) == 0 &&
+         sigaction(SIGINT, &action, nullptr) == 0;
+}
+
+// Waits for the first SIGTERM or SIGINT; returns its number.
+int AwaitShutdownSignal() {
+  char byte = 0;
+  while (read(shutdown_pipe[0], &byte, 1) != 1) {
+    // EINTR: the handler ran on this thread.
+  }
+  return byte;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGTERM and SIGINT are caught, by whichever thread takes them, and
+  // handed to the main thread through a pipe. Blocking them alone was not
+  // enough: threads started before main (OpenBLAS starts its workers when
+  // it is loaded) leave them unblocked, and the kernel gave a SIGTERM sent
+  // while the main thread was not yet waiting to such a thread, whose
+  // default action killed the daemon (seen right after start-up in
+  // tests/daemon_logs_test).
+  if (!InstallShutdownHandler()) {
+    std::perror("distopt_worker: cannot install the SIGTERM handler");
+    return 1;
+  }
   ReturnLargeBlocksWhenFreed();
-  // Block the shutdown signals before any thread exists (gRPC's and
-  // Abseil's threads inherit the mask), and take them synchronously below
-  // with sigwait. A thread started earlier would still take SIGTERM with
-  // its default action and kill the daemon mid-shutdown.
+  // Blocked until serving, so that the threads started meanwhile (gRPC's,
+  // Abseil's) inherit the mask and never run the handler: their calls are
+  // never interrupted by it.
   sigset_t shutdown_signals;
   sigemptyset(&shutdown_signals);
   sigaddset(&shutdown_signals, SIGTERM);
@@ -324,8 +365,8 @@ int main(int argc, char** argv) {
                                  {"metrics", (*worker)->metrics_address()},
                                  {"version", distopt::kVersion}});
 
-  int signal_number = 0;
-  sigwait(&shutdown_signals, &signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &shutdown_signals, nullptr);
+  const int signal_number = AwaitShutdownSignal();
   distopt::log::Info(
       "finishing in-flight calls",
       {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});

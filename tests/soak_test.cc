@@ -778,11 +778,14 @@ TEST(SoakTest, IdleConnectionsAndStalledStreamsDoNotStarveSmallCalls) {
     }
     // The connection's streams have arrived and hold all its slots when
     // one more read on it is refused.
-    ASSERT_TRUE(PollUntil([&] {
-      return ReadOver(stalled->channels.back(), *small).error_code() ==
-             grpc::StatusCode::RESOURCE_EXHAUSTED;
-    })) << "stalled connection "
-        << c << "'s readers never held its slots";
+    // (A generous wait: a loaded CI machine took over 10 s once.)
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          return ReadOver(stalled->channels.back(), *small).error_code() ==
+                 grpc::StatusCode::RESOURCE_EXHAUSTED;
+        },
+        absl::Seconds(60)))
+        << "stalled connection " << c << "'s readers never held its slots";
   }
   phases.push_back(MeasurePhase(
       absl::StrCat("+ ", kStalledConnections * kStreamsPerConnection,

@@ -33,10 +33,12 @@ inline constexpr char kTestGroupSecret[] = "the secret of a test group";
 // Starts a worker with `flags` (a rank of a group with `group_secret`);
 // fails the test if it does not come up.
 inline std::unique_ptr<LocalWorker> StartWorkerOrDie(
-    std::vector<std::string> flags = {}, std::string group_secret = "") {
+    std::vector<std::string> flags = {}, std::string group_secret = "",
+    std::vector<std::string> launcher = {}) {
   LocalWorkerOptions options;
   options.flags = std::move(flags);
   options.group_secret = std::move(group_secret);
+  options.launcher = std::move(launcher);
   absl::StatusOr<std::unique_ptr<LocalWorker>> worker =
       LocalWorker::Start(options);
   EXPECT_TRUE(worker.ok()) << worker.status();
@@ -45,8 +47,9 @@ inline std::unique_ptr<LocalWorker> StartWorkerOrDie(
 
 // Starts a rank of a test group (the group's secret given).
 inline std::unique_ptr<LocalWorker> StartRankOrDie(
-    std::vector<std::string> flags) {
-  return StartWorkerOrDie(std::move(flags), kTestGroupSecret);
+    std::vector<std::string> flags, std::vector<std::string> launcher = {}) {
+  return StartWorkerOrDie(std::move(flags), kTestGroupSecret,
+                          std::move(launcher));
 }
 
 // An address a worker can listen on again and again (restarted after a

@@ -149,7 +149,8 @@ class ZeroServiceTest : public ::testing::Test {
                          const std::vector<std::vector<Tensor>>& values) {
     world_ = world;
     for (int r = 0; r < world; ++r) {
-      ranks_.push_back(testing::StartRankOrDie(RankFlags(r, world)));
+      ranks_.push_back(
+          testing::StartRankOrDie(RankFlags(r, world), RankLauncher(r)));
       ASSERT_NE(ranks_[r], nullptr);
     }
     for (int r = 0; r < world; ++r) {
@@ -169,7 +170,7 @@ class ZeroServiceTest : public ::testing::Test {
   int world() const { return world_; }
 
   // Rank r's flags: joined through rank 0's store, and extra_flags_.
-  std::vector<std::string> RankFlags(int r, int world) const {
+  virtual std::vector<std::string> RankFlags(int r, int world) const {
     std::vector<std::string> flags = {
         absl::StrCat("--rank=", r), absl::StrCat("--world_size=", world),
         "--rendezvous=" +
@@ -180,6 +181,8 @@ class ZeroServiceTest : public ::testing::Test {
     }
     return flags;
   }
+  // What rank r's daemon is started through (LocalWorkerOptions::launcher).
+  virtual std::vector<std::string> RankLauncher(int) const { return {}; }
 
   // CheckpointService.Save on every rank (of daemons started with
   // --checkpoint_dir in extra_flags_).

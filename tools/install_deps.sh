@@ -40,6 +40,7 @@ packages=(
   pybind11-dev
   python3-numpy
   python3-pytest
+  python3-yaml           # deploy/kubernetes/manifests_test.py reads the manifests
   python3-torch
 )
 
