@@ -12,6 +12,7 @@ def pytest_test(name, src, size = "medium", data = []):
             src,
             "//python:distopt",
             "//python:tests/conftest.py",
+            "//python:tests/asan_preload.sh",
             "//server:distopt_worker",
         ] + data,
     )

@@ -30,6 +30,11 @@ packages=(
   libbenchmark-dev
   openssl                # tests/tls_test.cc makes its certificates with it
   prometheus             # tests/prometheus_test.cc scrapes two daemons with it
+  munge                  # tests/slurm_test.sh: a one-node Slurm
+  slurmctld
+  slurmd
+  slurm-client
+  iproute2               # tests/multi_host_test.cc: namespaces, tc
   # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
   # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
   # TSan for --config=asan and --config=tsan.

@@ -7,7 +7,8 @@ the accuracy on a held-out 20%.
     bazel build //python:distopt //server:distopt_worker
     PYTHONPATH=bazel-bin/python/pkg /usr/bin/python3 python/examples/digits.py
 
-Give --workers A,B to use daemons already running instead of starting two.
+Give --workers A,B (or DISTOPT_WORKERS) to use daemons already running
+instead of starting two.
 """
 
 import argparse
@@ -52,7 +53,10 @@ def start_worker(binary, folder, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workers", help="A,B: running daemons to use")
+    parser.add_argument("--workers", default=os.environ.get("DISTOPT_WORKERS"),
+                        help="A,B: running daemons to use (default: "
+                             "$DISTOPT_WORKERS, as deploy/slurm's "
+                             "distopt_workers.sbatch sets it)")
     parser.add_argument("--worker_binary",
                         default=os.environ.get(
                             "DISTOPT_WORKER", "bazel-bin/server/distopt_worker"))
