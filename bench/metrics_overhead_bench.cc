@@ -25,7 +25,6 @@
 #include "client/distributed_optimizer.h"
 #include "client/local_worker.h"
 #include "common/testing/http_get.h"
-#include "grpcpp/client_context.h"
 #include "proto/distopt/v1/status.grpc.pb.h"
 
 namespace distopt {
@@ -59,14 +58,12 @@ bool Setup(Client& client, Configuration& c, bool record) {
       return false;
     }
     if (record) {
-      auto stub =
-          v1::StatusService::NewStub(client.Channel((*worker)->address()));
-      grpc::ClientContext context;
       v1::GetStatusRequest request;
       request.set_without_metrics(true);
-      v1::WorkerStatus status;
-      if (!stub->GetStatus(&context, request, &status).ok()) return false;
-      c.metrics_addresses.push_back(status.metrics_address());
+      absl::StatusOr<v1::WorkerStatus> status =
+          client.GetStatus((*worker)->address(), request);
+      if (!status.ok()) return false;
+      c.metrics_addresses.push_back(status->metrics_address());
     }
     c.daemons.push_back(*std::move(worker));
   }

@@ -30,16 +30,16 @@ TEST(LogTest, JsonEscapesControlCharactersAndBytesThatAreNotUtf8) {
               {"ratio", 0.5},
               {"nan", std::nan("")},
               {"key with space", "v"}});
-  EXPECT_EQ(line,
-            "{\"time\":\"2025-12-01T05:40:00.123Z\",\"level\":\"error\","
-            "\"msg\":\"a \\\"b\\\"\\\\\",\"name\":\"w\\u0001\\ufffd\xc3\xa9\\n\","
-            "\"ratio\":0.5,\"nan\":\"nan\",\"key_with_space\":\"v\"}\n");
+  EXPECT_EQ(
+      line,
+      "{\"time\":\"2025-12-01T05:40:00.123Z\",\"level\":\"error\","
+      "\"msg\":\"a \\\"b\\\"\\\\\",\"name\":\"w\\u0001\\ufffd\xc3\xa9\\n\","
+      "\"ratio\":0.5,\"nan\":\"nan\",\"key_with_space\":\"v\"}\n");
 }
 
 TEST(LogTest, OverlongAndSurrogateSequencesAreNotUtf8) {
-  const std::string line = Render(
-      Format::kJson, kTime, Level::kInfo, std::string("\xc0\xaf\xed\xa0\x80"),
-      {});
+  const std::string line = Render(Format::kJson, kTime, Level::kInfo,
+                                  std::string("\xc0\xaf\xed\xa0\x80"), {});
   EXPECT_THAT(line, ::testing::HasSubstr(
                         "\"msg\":\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\""));
 }

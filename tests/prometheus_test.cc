@@ -134,13 +134,11 @@ class PrometheusServer {
 };
 
 std::string MetricsAddress(Client& client, const std::string& address) {
-  auto stub = v1::StatusService::NewStub(client.Channel(address));
-  grpc::ClientContext context;
   v1::GetStatusRequest request;
   request.set_without_metrics(true);
-  v1::WorkerStatus status;
-  EXPECT_TRUE(stub->GetStatus(&context, request, &status).ok());
-  return status.metrics_address();
+  absl::StatusOr<v1::WorkerStatus> status = client.GetStatus(address, request);
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() ? status->metrics_address() : "";
 }
 
 // Takes `steps` Adam steps on `address` through the client library.

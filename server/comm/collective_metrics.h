@@ -13,6 +13,7 @@
 
 namespace distopt {
 
+// `backend` and `operation` must be string literals (they are kept).
 void RecordCollective(absl::string_view backend, absl::string_view operation,
                       size_t bytes, double seconds, const absl::Status& status);
 

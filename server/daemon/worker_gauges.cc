@@ -82,7 +82,7 @@ std::vector<MetricFamily> WorkerGauges::Collect() const {
                          static_cast<double>(census.bytes)));
   families.push_back(
       One("distopt_optimizers", "Optimizers of the OptimizerService",
-          MetricType::Gauge, static_cast<double>(s.optimizers->List().size())));
+          MetricType::Gauge, static_cast<double>(s.optimizers->size())));
   families.push_back(One("distopt_autograd_contexts", "Autograd contexts alive",
                          MetricType::Gauge,
                          static_cast<double>(s.contexts->size())));

@@ -46,6 +46,7 @@ OptimizerTable::MakeEntry(
   }
   auto entry = std::make_shared<Entry>();
   entry->kind = kind_name;
+  entry->step_metrics = &StepMetrics::For("distributed", kind_name);
   absl::StatusOr<std::vector<std::shared_ptr<Parameter>>> parameters =
       FindDistinctParameters(
           *parameters_, KeysById(parameter_ids),
@@ -124,7 +125,7 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
   Entry& e = **entry;
   const metrics::Stopwatch timer;
   absl::MutexLock optimizer_lock(&e.mutex);
-  const StepMetrics& step_metrics = StepMetrics::For("distributed", e.kind);
+  const StepMetrics& step_metrics = *e.step_metrics;
   StepResult result;
   if (e.applied.contains(context_id)) {  // A retry.
     step_metrics.Retried();
@@ -190,6 +191,11 @@ std::vector<OptimizerInfo> OptimizerTable::List() const {
     infos.push_back(InfoLocked(*entry));
   }
   return infos;
+}
+
+size_t OptimizerTable::size() const {
+  absl::MutexLock lock(&mutex_);
+  return optimizers_.size();
 }
 
 absl::StatusOr<OptimizerInfo> OptimizerTable::SetHyperparameters(

@@ -27,6 +27,7 @@
 #include "server/autograd/context_table.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
+#include "server/optim/step_metrics.h"
 #include "server/params/parameter_store.h"
 
 namespace distopt {
@@ -73,6 +74,8 @@ class OptimizerTable {
 
   absl::StatusOr<OptimizerInfo> Get(uint64_t optimizer_id) const;
   std::vector<OptimizerInfo> List() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // How many optimizers the table holds.
+  size_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<OptimizerInfo> SetHyperparameters(
       uint64_t optimizer_id,
       const absl::flat_hash_map<std::string, HyperValue>& changes);
@@ -126,6 +129,8 @@ class OptimizerTable {
   struct Entry {
     uint64_t id = 0;
     std::string kind;
+    // Its steps in /metrics (looked up once, not on every step).
+    const StepMetrics* step_metrics = nullptr;
     std::vector<std::shared_ptr<Parameter>> parameters;
     absl::Mutex mutex;  // Serialises this optimizer's steps and changes.
     std::unique_ptr<FunctionalOptimizer> optimizer ABSL_GUARDED_BY(mutex);

@@ -105,6 +105,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   run_ = *std::move(run);
   Log(warnings);
   spec_ = std::move(spec);
+  step_metrics_ = &StepMetrics::For("post_local_sgd", spec_.kind);
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
   warnings_ = std::move(warnings);
@@ -123,8 +124,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  const StepMetrics& step_metrics =
-      StepMetrics::For("post_local_sgd", spec_.kind);
+  const StepMetrics& step_metrics = *step_metrics_;
   if (!optimizer_->damage().ok()) {
     step_metrics.Failed();
     return optimizer_->damage();

@@ -23,6 +23,7 @@
 #include "server/data_parallel/rank_resources.h"
 #include "server/localsgd/local_sgd_checkpoint.h"
 #include "server/localsgd/local_sgd_optimizer.h"
+#include "server/optim/step_metrics.h"
 
 namespace distopt {
 
@@ -106,6 +107,8 @@ class LocalSgdRunner {
 
   mutable absl::Mutex mutex_;
   LocalSgdSpec spec_ ABSL_GUARDED_BY(mutex_);
+  // spec_.kind's steps in /metrics.
+  const StepMetrics* step_metrics_ ABSL_GUARDED_BY(mutex_) = nullptr;
   ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<LocalSgdOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> warnings_ ABSL_GUARDED_BY(mutex_);

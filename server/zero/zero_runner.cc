@@ -121,6 +121,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   run_ = *std::move(run);
   restored_.reset();
   spec_ = spec;
+  step_metrics_ = &StepMetrics::For("zero", spec_.kind);
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
   PublishLocked();
@@ -145,7 +146,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   absl::MutexLock lock(&mutex_);
   absl::Status created = CheckCreatedLocked();
   if (!created.ok()) return created;
-  const StepMetrics& step_metrics = StepMetrics::For("zero", spec_.kind);
+  const StepMetrics& step_metrics = *step_metrics_;
   if (joined_) return joined;
   if (!optimizer_->damage().ok()) {
     step_metrics.Failed();

@@ -23,6 +23,7 @@
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
+#include "server/optim/step_metrics.h"
 #include "server/zero/zero_checkpoint.h"
 #include "server/zero/zero_optimizer.h"
 
@@ -151,6 +152,8 @@ class ZeroRunner {
 
   mutable absl::Mutex mutex_;
   ZeroSpec spec_ ABSL_GUARDED_BY(mutex_);
+  // spec_.kind's steps in /metrics.
+  const StepMetrics* step_metrics_ ABSL_GUARDED_BY(mutex_) = nullptr;
   ParameterGroups groups_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<ZeroOptimizer> optimizer_ ABSL_GUARDED_BY(mutex_);
   int64_t steps_ ABSL_GUARDED_BY(mutex_) = 0;
