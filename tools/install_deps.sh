@@ -35,6 +35,7 @@ packages=(
   slurmd
   slurm-client
   iproute2               # tests/multi_host_test.cc: namespaces, tc
+  etcd-server            # --rendezvous=etcd://: server/comm's and tests/ etcd tests
   # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
   # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
   # TSan for --config=asan and --config=tsan.

@@ -1,0 +1,61 @@
+// EtcdRankClaim: a daemon's hold on its rank of a job in etcd, so that two
+// live daemons never serve one rank, and the rank of a daemon that died is
+// free for its replacement once the dead daemon's claim expires. The claim
+// is the key ranks/<rank> put under a lease of `ttl`, which a thread renews
+// every ttl/3; a daemon that stops gracefully revokes the lease (the rank is
+// free at once), one that is killed leaves it to expire after `ttl`.
+// Thread-safe.
+#ifndef DISTOPT_SERVER_COMM_ETCD_RANK_CLAIM_H_
+#define DISTOPT_SERVER_COMM_ETCD_RANK_CLAIM_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/comm/etcd_rendezvous_store.h"
+
+namespace distopt {
+
+class EtcdRankClaim {
+ public:
+  // Claims `rank` for `holder` (this daemon's address), waiting up to
+  // `timeout` while another daemon holds it; FAILED_PRECONDITION naming
+  // the holder after that, CANCELLED as soon as `cancelled` says so.
+  static absl::StatusOr<std::unique_ptr<EtcdRankClaim>> Acquire(
+      EtcdRendezvousStore& store, int rank, const std::string& holder,
+      absl::Duration ttl, absl::Duration timeout,
+      const std::function<bool()>& cancelled);
+  // Revokes the lease: the rank is free at once.
+  ~EtcdRankClaim();
+  EtcdRankClaim(const EtcdRankClaim&) = delete;
+  EtcdRankClaim& operator=(const EtcdRankClaim&) = delete;
+
+  // True once the lease expired under this daemon (etcd unreachable for
+  // longer than the ttl): a replacement may hold the rank now.
+  bool lost() const { return lost_.load(); }
+
+ private:
+  EtcdRankClaim(EtcdRendezvousStore& store, int rank, int64_t lease,
+                absl::Duration ttl);
+  void KeepAlive();
+
+  EtcdRendezvousStore& store_;
+  const int rank_;
+  const int64_t lease_;
+  const absl::Duration ttl_;
+  std::atomic<bool> lost_{false};
+  absl::Notification stop_;
+  std::thread keeper_;
+};
+
+// The key under which a rank's claim lives (ranks/<rank>).
+std::string RankClaimKey(int rank);
+
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_COMM_ETCD_RANK_CLAIM_H_
