@@ -93,7 +93,13 @@ ABSL_FLAG(int, world_size, Defaults().world_size,
           "number of ranks in the data-parallel group");
 ABSL_FLAG(std::vector<std::string>, peers, {},
           "comma-separated addresses of the other ranks' daemons");
-ABSL_FLAG(std::string, rendezvous, "", "rank 0's address, instead of --peers");
+ABSL_FLAG(std::string, rendezvous, "",
+          "rank 0's address, instead of --peers; or etcd://HOST:PORT/JOB: the "
+          "group's store in etcd, where every rank holds its rank and a rank "
+          "whose daemon died can be taken by a new daemon");
+ABSL_FLAG(absl::Duration, rank_hold_ttl, Defaults().rank_hold_ttl,
+          "with an etcd rendezvous: how long the rank of a daemon that was "
+          "killed stays held (a graceful stop frees it at once); 2s to 10m");
 ABSL_FLAG(uint64_t, max_tensor_bytes, Defaults().max_tensor_bytes,
           "largest tensor the daemon accepts, in bytes (0: no limit)");
 ABSL_FLAG(uint64_t, max_total_bytes, Defaults().max_total_bytes,
@@ -296,6 +302,7 @@ int main(int argc, char** argv) {
   options.world_size = absl::GetFlag(FLAGS_world_size);
   options.peers = absl::GetFlag(FLAGS_peers);
   options.rendezvous = absl::GetFlag(FLAGS_rendezvous);
+  options.rank_hold_ttl = absl::GetFlag(FLAGS_rank_hold_ttl);
   options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
   options.max_total_bytes = absl::GetFlag(FLAGS_max_total_bytes);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);

@@ -36,14 +36,6 @@ class ZeroCheckpointTest : public ZeroServiceTest {
 
   fs::path Dir(int rank) const { return root_ / absl::StrCat("rank", rank); }
 
-  int64_t Steps(int rank) {
-    v1::ZeroInfo info;
-    grpc::Status got = Call(rank, &v1::ZeroService::Stub::GetZero,
-                            v1::GetZeroRequest(), &info);
-    EXPECT_TRUE(got.ok()) << got.error_message();
-    return info.steps();
-  }
-
   // CreateZero(spec) on every rank, `steps` steps (`reference` with them),
   // then a save on every rank.
   ::testing::AssertionResult CreateTrainAndSave(

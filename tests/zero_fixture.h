@@ -341,6 +341,15 @@ class ZeroServiceTest : public ::testing::Test {
     return (stub.get()->*method)(&context, request, response);
   }
 
+  // The group steps rank `rank`'s ZeRO optimizer counts (GetZero).
+  int64_t Steps(int rank) {
+    v1::ZeroInfo info;
+    grpc::Status got = Call(rank, &v1::ZeroService::Stub::GetZero,
+                            v1::GetZeroRequest(), &info);
+    EXPECT_TRUE(got.ok()) << got.error_message();
+    return info.steps();
+  }
+
   // Rank `rank`'s parameters, as they are now.
   std::vector<Tensor> ReadModel(int rank) {
     std::vector<Tensor> model;

@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
       "--listen-peer-urls=" + peer_url,
       "--initial-advertise-peer-urls=" + peer_url,
       "--initial-cluster=distopt-test=" + peer_url,
-      "--log-level=warn",
+      "--log-level=error",
       "--logger=zap",
   };
   etcd->pid_ = fork();

@@ -14,43 +14,42 @@ absl::StatusOr<std::unique_ptr<EtcdRankClaim>> EtcdRankClaim::Acquire(
     EtcdRendezvousStore& store, int rank, const std::string& holder,
     absl::Duration ttl, absl::Duration timeout,
     const std::function<bool()>& cancelled) {
-  absl::StatusOr<int64_t> lease = store.client().GrantLease(ttl);
-  if (!lease.ok()) return lease.status();
+  EtcdClient& etcd = store.client();
   const std::string key = store.EtcdKey(RankClaimKey(rank));
   const absl::Time deadline = absl::Now() + timeout;
   bool said = false;
   for (;;) {
+    // A lease per attempt: one granted while the rank was still held would
+    // expire unrenewed before the rank is free.
+    absl::StatusOr<int64_t> lease = etcd.GrantLease(ttl);
+    if (!lease.ok()) return lease.status();
     std::string held_by;
     absl::StatusOr<bool> claimed =
-        store.client().PutIfAbsent(key, holder, *lease, &held_by);
+        etcd.PutIfAbsent(key, holder, *lease, &held_by);
     if (claimed.ok() && *claimed) {
       return std::unique_ptr<EtcdRankClaim>(
           new EtcdRankClaim(store, rank, *lease, ttl));
     }
-    absl::Status failed =
-        claimed.ok()
-            ? absl::FailedPreconditionError(absl::StrCat(
-                  "rank ", rank, " is held by the daemon at ", held_by, " (",
-                  key,
-                  "); expected one daemon per rank: a replacement takes "
-                  "the rank once the daemon holding it has stopped (a "
-                  "killed daemon's hold expires ",
-                  absl::FormatDuration(ttl), " after its last renewal)"))
-            : claimed.status();
-    if (claimed.ok() && !said) {
+    etcd.RevokeLease(*lease).IgnoreError();
+    if (!claimed.ok()) return claimed.status();
+    if (!said) {
       log::Info("waiting for the rank to be free",
                 {{"rank", rank}, {"held_by", held_by}});
       said = true;
     }
-    if (absl::Now() >= deadline || (cancelled && cancelled())) {
-      store.client().RevokeLease(*lease).IgnoreError();
-      if (cancelled && cancelled()) {
-        return absl::CancelledError(
-            absl::StrCat("claiming rank ", rank, ": the daemon is stopping"));
-      }
-      return failed;
+    if (cancelled && cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("claiming rank ", rank, ": the daemon is stopping"));
     }
-    absl::SleepFor(absl::Milliseconds(100));
+    if (absl::Now() >= deadline) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank, " is held by the daemon at ", held_by, " (", key,
+          "); expected one daemon per rank: a replacement takes the rank "
+          "once the daemon holding it has stopped (a killed daemon's hold "
+          "expires ",
+          absl::FormatDuration(ttl), " after its last renewal)"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
   }
 }
 

@@ -1,10 +1,15 @@
 #include "server/comm/group_membership.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "server/comm/etcd_rendezvous_store.h"
 #include "server/comm/forwarding_communicator.h"
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/peer_probe.h"
@@ -22,6 +27,17 @@ std::string RoundPrefix(int64_t round) {
 
 // The last round rank `rank` connected, for the ranks that re-form.
 std::string RoundKey(int rank) { return absl::StrCat("rounds/", rank); }
+
+// The daemon that serves rank `rank` now (see Incarnation).
+std::string IncarnationKey(int rank) {
+  return absl::StrCat("incarnations/", rank);
+}
+
+// Tells one daemon of a rank from the next: its address, pid and start.
+std::string Incarnation(const std::string& address) {
+  return absl::StrCat(address, " pid ", getpid(), " started ",
+                      absl::ToUnixNanos(absl::Now()));
+}
 
 }  // namespace
 
@@ -89,31 +105,138 @@ void GroupMembership::SetState(State state, absl::Status error) {
   if (on_ready_changed_) on_ready_changed_(state == State::kReady);
 }
 
-void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
-  std::unique_ptr<RendezvousStore> store;
+absl::StatusOr<std::unique_ptr<RendezvousStore>> GroupMembership::OpenStore(
+    const GroupSettings& settings, KeyValueStore* local_store) {
+  if (!settings.etcd_rendezvous.empty()) {
+    absl::StatusOr<EtcdRendezvous> where =
+        ParseEtcdUrl(settings.etcd_rendezvous, "--rendezvous");
+    if (!where.ok()) return where.status();
+    auto store = std::make_unique<EtcdRendezvousStore>(
+        std::make_shared<EtcdClient>(where->endpoint), *where);
+    absl::StatusOr<std::unique_ptr<EtcdRankClaim>> claim =
+        EtcdRankClaim::Acquire(*store, settings.rank, settings.daemon_address,
+                               settings.rank_hold_ttl, settings.timeout,
+                               [this] { return stopping_.load(); });
+    if (!claim.ok()) return claim.status();
+    claim_ = *std::move(claim);
+    return store;
+  }
   if (settings.rank0_address.empty()) {
-    store = std::make_unique<LocalRendezvousStore>(local_store);
-  } else {
-    store = std::make_unique<RemoteRendezvousStore>(settings.rank0_address,
-                                                    settings.secret);
+    return std::make_unique<LocalRendezvousStore>(local_store);
+  }
+  return std::make_unique<RemoteRendezvousStore>(settings.rank0_address,
+                                                 settings.secret);
+}
+
+void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> store =
+      OpenStore(settings, local_store);
+  if (!store.ok()) {
+    SetState(State::kFailed, store.status());
+    return;
   }
   // Best effort: without it a lost rank is reported by number only.
   if (!settings.daemon_address.empty()) {
-    store->Set(DaemonKey(settings.rank), settings.daemon_address).IgnoreError();
+    (*store)
+        ->Set(DaemonKey(settings.rank), settings.daemon_address)
+        .IgnoreError();
   }
+  incarnation_ = Incarnation(settings.daemon_address);
+  (*store)->Set(IncarnationKey(settings.rank), incarnation_).IgnoreError();
+  // In etcd the group may be older than this daemon (a replacement): it
+  // joins the round after the highest reached, which the other ranks
+  // re-form as. Rank 0's store is as new as the group.
+  const int64_t first =
+      settings.etcd_rendezvous.empty() ? 0 : HighestRound(**store) + 1;
   {
     absl::MutexLock lock(&mutex_);
-    store_ = std::move(store);
+    store_ = *std::move(store);
     settings_ = settings;
   }
   // Calls wait for joining on mutex_, not on this lock.
   absl::MutexLock collective(&collective_mutex_);
-  absl::Status connected = ConnectLocked(0, settings.timeout);
+  absl::Status connected = ConnectLocked(first, settings.timeout);
   {
     absl::MutexLock lock(&mutex_);
     joined_ = connected.ok();
+    round_ = first;
   }
+  if (connected.ok()) NoteMembers(first);
   SetState(connected.ok() ? State::kReady : State::kFailed, connected);
+}
+
+int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
+  int64_t highest = -1;
+  for (int r = 0; r < world_size_; ++r) {
+    absl::StatusOr<std::string> reached =
+        store.Get(RoundKey(r), absl::Milliseconds(1));
+    int64_t round = 0;
+    if (reached.ok() && absl::SimpleAtoi(*reached, &round)) {
+      highest = std::max(highest, round);
+    }
+  }
+  return highest;
+}
+
+void GroupMembership::NoteMembers(int64_t round) {
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    store = store_.get();
+  }
+  std::vector<std::string> incarnations(world_size_);
+  std::vector<std::string> addresses(world_size_);
+  for (int r = 0; r < world_size_; ++r) {
+    // Every rank set both before it connected the round.
+    absl::StatusOr<std::string> incarnation =
+        store->Get(IncarnationKey(r), absl::Seconds(1));
+    if (incarnation.ok()) incarnations[r] = *incarnation;
+    absl::StatusOr<std::string> address =
+        store->Get(DaemonKey(r), absl::Seconds(1));
+    if (address.ok()) addresses[r] = *address;
+  }
+  absl::MutexLock lock(&mutex_);
+  for (int r = 0; r < world_size_ && !incarnations_.empty(); ++r) {
+    if (r == rank_ || incarnations_[r].empty() || incarnations[r].empty() ||
+        incarnations_[r] == incarnations[r]) {
+      continue;
+    }
+    replacements_.push_back({r, addresses_[r], addresses[r], round});
+    log::Warning("a rank of the group was replaced",
+                 {{"rank", r},
+                  {"previous_address", addresses_[r]},
+                  {"address", addresses[r]},
+                  {"round", round}});
+  }
+  incarnations_ = std::move(incarnations);
+  addresses_ = std::move(addresses);
+}
+
+std::vector<RankReplacement> GroupMembership::replacements() const {
+  absl::MutexLock lock(&mutex_);
+  return replacements_;
+}
+
+int64_t GroupMembership::replacement_count() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int64_t>(replacements_.size());
+}
+
+absl::Status GroupMembership::ReplacedSince(int64_t before) const {
+  absl::MutexLock lock(&mutex_);
+  std::string which;
+  for (size_t i = static_cast<size_t>(before); i < replacements_.size(); ++i) {
+    const RankReplacement& replaced = replacements_[i];
+    absl::StrAppend(&which, which.empty() ? "" : ", ", "rank ", replaced.rank,
+                    " (now ", replaced.address, ", was ",
+                    replaced.previous_address, ")");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "group: re-formed as round ", round_, " with ", which,
+      " replaced; the call was not run: the group's optimizers made before "
+      "are dropped; expected CreateZero or CreatePostLocalSgd again on "
+      "every rank (with --checkpoint_dir they resume from the ranks' last "
+      "group checkpoint)"));
 }
 
 absl::Status GroupMembership::ConnectLocked(int64_t round,
@@ -194,14 +317,7 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
   }
   // After the highest round any rank reached: ranks one round apart (a
   // connect that completed on some and timed out on others) meet again.
-  for (int r = 0; r < world_size_; ++r) {
-    absl::StatusOr<std::string> reached =
-        store->Get(RoundKey(r), absl::Milliseconds(1));
-    int64_t round = 0;
-    if (reached.ok() && absl::SimpleAtoi(*reached, &round)) {
-      next = std::max(next, round + 1);
-    }
-  }
+  next = std::max(next, HighestRound(*store) + 1);
   // The old round's connections go first: a peer still in one of its
   // collectives fails at once instead of at its timeout.
   group_.reset();
@@ -224,6 +340,7 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
     round_ = next;
     joined_ = true;  // A rank whose joining failed has joined now.
   }
+  NoteMembers(next);
   SetState(State::kReady, absl::OkStatus());
   return absl::OkStatus();
 }
@@ -256,9 +373,15 @@ absl::Status GroupMembership::RunInGroup(
     if (!joined.ok()) return joined;
   }
   absl::MutexLock serial(&collective_mutex_);
+  // A round re-formed here with another daemon in it is no place for a
+  // call made for the old one.
+  const int64_t replacements = replacement_count();
   if (round_failed_) {
     absl::Status reformed = ReformLocked(timeout);
     if (!reformed.ok()) return reformed;
+    if (replacement_count() != replacements) {
+      return ReplacedSince(replacements);
+    }
   }
   for (int attempt = 0;; ++attempt) {
     group_->SetTimeout(timeout);
@@ -276,6 +399,9 @@ absl::Status GroupMembership::RunInGroup(
         !global_->succeeded() && !absl::IsDeadlineExceeded(status);
     if (attempt > 0 || !untouched || !ReformLocked(timeout).ok()) {
       return NameLostRanks(status);
+    }
+    if (replacement_count() != replacements) {
+      return ReplacedSince(replacements);
     }
   }
 }

@@ -16,6 +16,17 @@
 // failed, and once more when a call's first collective finds the round
 // broken by a peer (nothing has changed then, so the call can run again).
 //
+// Replacement. With the store in etcd (--rendezvous=etcd://HOST:PORT/JOB)
+// every rank holds its rank there (EtcdRankClaim) and the group's records
+// outlive any rank: a daemon started with the rank of one that died joins
+// the round after the highest any rank reached, which is the round the
+// other ranks re-form as (by Reform, or by themselves in their next group
+// call). Every rank publishes an incarnation (its address, pid and start)
+// at join; a round whose ranks' incarnations differ from the previous
+// round's records the replacement (replacements()), and the group call
+// that re-formed it is not run: the group's optimizers were made with the
+// old daemon and must be made again (see replacement_count()).
+//
 // Every collective of a call is bounded by the timeout that call gives.
 // Thread-safe; collectives are serialised.
 #ifndef DISTOPT_SERVER_COMM_GROUP_MEMBERSHIP_H_
@@ -34,6 +45,7 @@
 #include "absl/time/time.h"
 #include "server/comm/communicator.h"
 #include "server/comm/communicator_group.h"
+#include "server/comm/etcd_rank_claim.h"
 #include "server/comm/key_value_store.h"
 #include "server/comm/rendezvous_store.h"
 
@@ -58,6 +70,19 @@ struct GroupSettings {
   // Told each new state, whether it is READY (the daemon's health follows
   // it); called with no lock but the collective one held.
   std::function<void(bool ready)> on_ready_changed;
+  // etcd://HOST:PORT/JOB: the group's store is in etcd, on rank 0 too, and
+  // this daemon holds its rank there; empty: rank 0's store.
+  std::string etcd_rendezvous;
+  // How long the rank of a daemon that was killed stays held in etcd.
+  absl::Duration rank_hold_ttl = absl::Seconds(5);
+};
+
+// A rank whose daemon was replaced by another between two rounds.
+struct RankReplacement {
+  int rank = 0;
+  std::string previous_address;
+  std::string address;
+  int64_t round = 0;  // The first round with the new daemon.
 };
 
 class GroupMembership {
@@ -86,6 +111,10 @@ class GroupMembership {
   // The ranks that no longer answered when a collective last failed for
   // want of a peer (empty until one did).
   std::vector<int> lost_ranks() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The replacements this daemon saw, oldest first, and how many: an
+  // optimizer made when the count was another must be made again.
+  std::vector<RankReplacement> replacements() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t replacement_count() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Waits for the group to be ready, up to `timeout`, and runs `collective`
   // on its communicators, every collective bounded by `timeout`;
@@ -130,6 +159,18 @@ class GroupMembership {
 
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
+  // The group's store: this daemon's, rank 0's, or etcd, where this
+  // daemon's rank is then claimed first (claim_).
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(
+      const GroupSettings& settings, KeyValueStore* local_store);
+  // The highest round any rank connected (-1: none yet).
+  int64_t HighestRound(RendezvousStore& store) const;
+  // After round `round` connected: the ranks' incarnations, and the
+  // replacements since the previous round.
+  void NoteMembers(int64_t round) ABSL_LOCKS_EXCLUDED(mutex_);
+  // FAILED_PRECONDITION for a call not run because the round re-formed for
+  // it brought replacements after the `before`-th.
+  absl::Status ReplacedSince(int64_t before) const ABSL_LOCKS_EXCLUDED(mutex_);
   // Connects round `round` through the store and makes it the group's; on
   // failure removes this rank's rendezvous key, so that a later attempt is
   // not read stale.
@@ -167,6 +208,13 @@ class GroupMembership {
   std::unique_ptr<GlooCommunicatorGroup> group_
       ABSL_GUARDED_BY(collective_mutex_);
   bool round_failed_ ABSL_GUARDED_BY(collective_mutex_) = false;
+  // This daemon's incarnation and, from the last round, every rank's.
+  std::string incarnation_;
+  std::vector<std::string> incarnations_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mutex_);
+  std::vector<RankReplacement> replacements_ ABSL_GUARDED_BY(mutex_);
+  // This daemon's hold on its rank in etcd (after store_: it uses it).
+  std::unique_ptr<EtcdRankClaim> claim_;
   std::thread joiner_;
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/comm/etcd_rendezvous_store.h"
 
 namespace distopt {
 namespace {
@@ -93,15 +94,26 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
     status = ValidateAddress(peer, "--peers");
     if (!status.ok()) return status;
   }
-  if (!options.rendezvous.empty()) {
+  if (IsEtcdUrl(options.rendezvous)) {
+    absl::StatusOr<EtcdRendezvous> etcd =
+        ParseEtcdUrl(options.rendezvous, "--rendezvous");
+    if (!etcd.ok()) return etcd.status();
+  } else if (!options.rendezvous.empty()) {
     status = ValidateAddress(options.rendezvous, "--rendezvous");
     if (!status.ok()) return status;
   }
+  if (options.rank_hold_ttl < absl::Seconds(2) ||
+      options.rank_hold_ttl > absl::Minutes(10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rank_hold_ttl=", absl::FormatDuration(options.rank_hold_ttl),
+        ": expected 2s to 10m"));
+  }
   if (options.world_size > 1 && options.peers.empty() &&
       options.rendezvous.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--world_size=", options.world_size,
-        ": expected --peers or --rendezvous to find the other ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--world_size=", options.world_size,
+                     ": expected --peers or --rendezvous (rank 0's address, or "
+                     "etcd://HOST:PORT/JOB) to find the other ranks"));
   }
   // The ranks reach rank 0's store over plaintext gRPC: a TLS daemon would
   // refuse them, and the group would wait out --group_timeout. Said now.

@@ -30,7 +30,11 @@ struct WorkerOptions {
   int rank = 0;
   int world_size = 1;
   std::vector<std::string> peers;  // The other daemons' addresses.
-  std::string rendezvous;          // Or: rank 0's address.
+  // Or: rank 0's address, or etcd://HOST:PORT/JOB (the group's store in
+  // etcd; a rank's daemon can then be replaced).
+  std::string rendezvous;
+  // With etcd: how long a killed daemon's rank stays held.
+  absl::Duration rank_hold_ttl = absl::Seconds(5);
 
   // Where parameters and optimizers are restored from at start-up and
   // saved to at a graceful shutdown ("" for nowhere). See

@@ -70,6 +70,14 @@ TEST(WorkerOptionsTest, EachBadFlagIsNamed) {
        "--stream_stall_timeout=5ms"},
       {[](WorkerOptions& o) { o.max_threads = 100; },
        "--max_threads=100: expected at least 144"},
+      {[](WorkerOptions& o) {
+         o.world_size = 2;
+         o.rendezvous = "etcd://node1:2379";
+       },
+       "--rendezvous=etcd://node1:2379: no job name; expected "
+       "etcd://HOST:PORT/JOB"},
+      {[](WorkerOptions& o) { o.rank_hold_ttl = absl::Seconds(1); },
+       "--rank_hold_ttl=1s: expected 2s to 10m"},
   };
   for (const Case& c : cases) {
     absl::Status status = Check(c.edit);
@@ -89,6 +97,13 @@ TEST(WorkerOptionsTest, DataParallelFlagsAreAccepted) {
                 o.world_size = 4;
                 o.rank = 1;
                 o.rendezvous = "node0:50051";
+                o.group_secret_file = "/run/secrets/group";
+              }).ok());
+  EXPECT_TRUE(Check([](WorkerOptions& o) {
+                o.world_size = 4;
+                o.rank = 0;
+                o.rendezvous = "etcd://etcd.cluster:2379/job-17";
+                o.rank_hold_ttl = absl::Seconds(30);
                 o.group_secret_file = "/run/secrets/group";
               }).ok());
 }

@@ -18,6 +18,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "server/comm/etcd_rendezvous_store.h"
 #include "server/daemon/call_observer.h"
 #include "server/daemon/flag_files.h"
 #include "server/daemon/server_credentials.h"
@@ -196,7 +197,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     GroupSettings group;
     group.rank = options.rank;
     group.world_size = options.world_size;
-    if (options.rank != 0) {
+    if (IsEtcdUrl(options.rendezvous)) {
+      group.etcd_rendezvous = options.rendezvous;
+      group.rank_hold_ttl = options.rank_hold_ttl;
+    } else if (options.rank != 0) {
       group.rank0_address =
           options.rendezvous.empty() ? options.peers[0] : options.rendezvous;
     }

@@ -45,6 +45,10 @@ struct GroupCheckpoint {
   // local state.
   OptimizerStateDict state;
   GroupRun run;
+  // Not saved: set on a checkpoint a live rank re-read (a replaced peer
+  // makes the group resume from its last group checkpoint), whose
+  // parameters have moved on since: the resume reads their saved values.
+  bool parameters_moved_on = false;
 };
 
 // A group optimizer's part of a checkpoint's cut (the runners' Snapshot),
@@ -121,6 +125,13 @@ absl::StatusOr<std::optional<Checkpoint>> SnapshotGroupOptimizer(
     if (!now.ok()) return now.status();
     saved = *std::move(now);
   } else if (restored.has_value()) {
+    // Re-read for a resume, it is behind the live parameters: saved with
+    // them, it would make a checkpoint no step ever reached.
+    if (restored->group.parameters_moved_on) {
+      return absl::FailedPreconditionError(
+          "the group resumes from its last group checkpoint at the next "
+          "Create (a rank was replaced); no checkpoint until then");
+    }
     absl::StatusOr<Checkpoint> copy = DeepCopy(*restored);
     if (!copy.ok()) return copy.status();
     saved = *std::move(copy);

@@ -376,7 +376,8 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
     bool* changed) {
   absl::StatusOr<std::pair<OptimizerStateDict, std::vector<Tensor>>> older =
       std::pair<OptimizerStateDict, std::vector<Tensor>>();
-  const bool fall_back = resume.OlderThan(restored.step);
+  const bool fall_back =
+      resume.OlderThan(restored.step) || restored.parameters_moved_on;
   if (fall_back) {
     older = ReadOlderGroupStep(dir, resume, communicator.rank(),
                                communicator.size(), what, names, groups, read);
@@ -388,8 +389,10 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
   if (!agreed.ok()) return agreed;
   if (!fall_back) return restored.state;
   log::Warning(
-      "the ranks' newest checkpoints hold different group steps; resuming "
-      "at the newest group step every rank keeps",
+      resume.OlderThan(restored.step)
+          ? "the ranks' newest checkpoints hold different group steps; "
+            "resuming at the newest group step every rank keeps"
+          : "resuming from the last group checkpoint, and its parameters",
       {{"optimizer", what},
        {"group_step", resume.step},
        {"restored_step", restored.step}});

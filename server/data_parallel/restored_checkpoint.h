@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/log.h"
 #include "server/comm/communicator.h"
 #include "server/data_parallel/group_checkpoint.h"
 #include "server/data_parallel/named_groups.h"
@@ -142,6 +143,40 @@ absl::StatusOr<std::optional<GroupCheckpoint>> ReadGroupPart(
   if (!read.ok()) return read.status();
   if (!read->has_value()) return std::nullopt;
   return std::move((*read)->group);
+}
+
+// The newest whole checkpoint in `dir` holding the group optimizer `Read`
+// reads (ReadZeroCheckpoint, ReadLocalSgdCheckpoint), re-read by a live rank
+// whose group resumes from its last group checkpoint (a peer was
+// replaced): marked parameters_moved_on. nullopt when none holds one, or
+// `dir` is empty (the daemon keeps no checkpoints), or cannot be read (said
+// in the log).
+template <typename Checkpoint,
+          absl::StatusOr<std::optional<Checkpoint>> (*Read)(
+              const CheckpointSections&, const GroupCheckpointFilter&)>
+std::optional<Checkpoint> LastGroupCheckpoint(const std::string& dir) {
+  std::optional<Checkpoint> newest;
+  if (dir.empty()) return newest;
+  std::vector<std::string> skipped;
+  absl::Status visited = VisitCheckpoints(
+      dir,
+      [&](const std::string&,
+          const CheckpointSections& sections) -> absl::StatusOr<bool> {
+        absl::StatusOr<std::optional<Checkpoint>> read =
+            Read(sections, nullptr);
+        if (!read.ok()) return read.status();
+        if (!read->has_value()) return false;
+        newest = *std::move(read);
+        return true;
+      },
+      &skipped);
+  if (!visited.ok()) {
+    log::Warning("no group checkpoint to resume from",
+                 {{"checkpoint_dir", dir}, {"error", visited.message()}});
+    return std::nullopt;
+  }
+  if (newest.has_value()) newest->group.parameters_moved_on = true;
+  return newest;
 }
 
 // Collective, for a group that resumes at the world size it was saved at

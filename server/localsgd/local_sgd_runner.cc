@@ -32,11 +32,27 @@ prometheus::Counter& Averagings(int group_size) {
 
 absl::Status LocalSgdRunner::CheckCreatedLocked() const {
   if (optimizer_ == nullptr) {
-    return absl::FailedPreconditionError(
+    return replacement_.NotCreated(absl::FailedPreconditionError(
         "post-local SGD: none on this daemon; expected CreatePostLocalSgd "
-        "first");
+        "first"));
   }
   return absl::OkStatus();
+}
+
+absl::Status LocalSgdRunner::CheckCurrentLocked() {
+  if (optimizer_ == nullptr) return CheckCreatedLocked();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
+  if (!membership.ok() || !replacement_.Replaced(**membership)) {
+    return absl::OkStatus();
+  }
+  log::Warning(
+      "post-local SGD optimizer dropped: a rank of the group was replaced",
+      {{"step", optimizer_->step()}});
+  optimizer_.reset();
+  groups_.clear();
+  restored_ = LastGroupCheckpoint<LocalSgdCheckpoint, ReadLocalSgdCheckpoint>(
+      resources_.checkpoint_dir);
+  return CheckCreatedLocked();
 }
 
 LocalSgdInfo LocalSgdRunner::StatusLocked() const {
@@ -63,6 +79,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
+  CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   if (optimizer_ != nullptr) {
     return absl::AlreadyExistsError(
         "post-local SGD: this daemon already has one");
@@ -108,6 +125,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   step_metrics_ = &StepMetrics::For("post_local_sgd", spec_.kind);
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
+  replacement_.Created(**membership);
   warnings_ = std::move(warnings);
   return StatusLocked();
 }
@@ -122,7 +140,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
   if (hooks_.before != nullptr) hooks_.before();
   const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   const StepMetrics& step_metrics = *step_metrics_;
   if (!optimizer_->damage().ok()) {
@@ -140,6 +158,7 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) {
     step_metrics.Failed();
+    CheckCurrentLocked().IgnoreError();  // Dropped now if replaced.
     return status;
   }
   step_metrics.Applied(timer.Seconds(), 0, 0);
@@ -160,7 +179,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::SetHyperparameters(
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   absl::Status status =
       (*membership)->RunInGroup(spec_.timeout, [&](CommunicatorGroup& g) {
@@ -183,7 +202,7 @@ LocalSgdRunner::GetStateDict() const {
 absl::StatusOr<std::vector<std::string>> LocalSgdRunner::LoadStateDict(
     const OptimizerStateDict& state_dict, std::optional<int64_t> step) {
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   std::vector<std::string> warnings;
   absl::Status loaded = optimizer_->LoadStateDict(state_dict, step, &warnings);

@@ -21,6 +21,7 @@
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
+#include "server/data_parallel/replacement_watch.h"
 #include "server/localsgd/local_sgd_checkpoint.h"
 #include "server/localsgd/local_sgd_optimizer.h"
 #include "server/optim/step_metrics.h"
@@ -93,6 +94,9 @@ class LocalSgdRunner {
 
  private:
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // CheckCreatedLocked, after dropping an optimizer made before the group
+  // replaced a rank (re-reading the last group checkpoint to resume from).
+  absl::Status CheckCurrentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   LocalSgdInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Collective, in Create: loads the restored state into `optimizer` if
   // every rank agrees (see SetRestored).
@@ -116,6 +120,8 @@ class LocalSgdRunner {
   // What its checkpoints carry from its creation (manifest, run).
   GroupRun run_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
+  ReplacementWatch replacement_ ABSL_GUARDED_BY(mutex_){
+      "post-local SGD: the post-local SGD optimizer", "CreatePostLocalSgd"};
 };
 
 }  // namespace distopt

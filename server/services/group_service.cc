@@ -66,6 +66,13 @@ void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
   }
   response->set_round(membership->round());
   for (int rank : membership->lost_ranks()) response->add_lost_ranks(rank);
+  for (const RankReplacement& replaced : membership->replacements()) {
+    v1::RankReplacement* out = response->add_replacements();
+    out->set_rank(replaced.rank);
+    out->set_previous_address(replaced.previous_address);
+    out->set_address(replaced.address);
+    out->set_round(replaced.round);
+  }
   switch (membership->state()) {
     case GroupMembership::State::kJoining:
       response->set_state(v1::GroupInfo::JOINING);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/metrics.h"
 #include "server/comm/agreement.h"
 #include "server/data_parallel/locked_collective.h"
@@ -35,10 +36,31 @@ prometheus::Counter& JoinRounds() {
 
 absl::Status ZeroRunner::CheckCreatedLocked() const {
   if (optimizer_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
+    return replacement_.NotCreated(absl::FailedPreconditionError(
+        "zero: no ZeRO optimizer on this daemon; expected CreateZero first"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ZeroRunner::CheckCurrentLocked() {
+  if (optimizer_ == nullptr) return CheckCreatedLocked();
+  absl::StatusOr<GroupMembership*> membership = resources_.Group();
+  if (!membership.ok() || !replacement_.Replaced(**membership)) {
+    return absl::OkStatus();
+  }
+  log::Warning("ZeRO optimizer dropped: a rank of the group was replaced",
+               {{"group_step", steps_}});
+  optimizer_.reset();
+  groups_.clear();
+  consolidated_.reset();
+  {
+    absl::MutexLock lock(&published_mutex_);
+    published_.reset();
+    unpublished_ = CheckCreatedLocked();
+  }
+  restored_ = LastGroupCheckpoint<ZeroCheckpoint, ReadZeroCheckpoint>(
+      resources_.checkpoint_dir);
+  return CheckCreatedLocked();
 }
 
 ZeroInfo ZeroRunner::StatusLocked() const {
@@ -91,6 +113,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
+  CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   if (optimizer_ != nullptr) {
     return absl::AlreadyExistsError(
         "zero: this daemon already has a ZeRO optimizer");
@@ -124,6 +147,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   step_metrics_ = &StepMetrics::For("zero", spec_.kind);
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
+  replacement_.Created(**membership);
   PublishLocked();
   return StatusLocked();
 }
@@ -144,7 +168,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   if (hooks_.before != nullptr) hooks_.before();
   const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   const StepMetrics& step_metrics = *step_metrics_;
   if (joined_) return joined;
@@ -164,6 +188,7 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
       consolidated_.reset();
       PublishLocked();  // GetZero says so.
     }
+    CheckCurrentLocked().IgnoreError();  // Dropped now if replaced.
     return status;
   }
   step_metrics.Applied(timer.Seconds(), 0, 0);
@@ -179,7 +204,7 @@ absl::StatusOr<int64_t> ZeroRunner::Join() {
   if (!membership.ok()) return membership.status();
   {
     absl::MutexLock lock(&mutex_);
-    absl::Status created = CheckCreatedLocked();
+    absl::Status created = CheckCurrentLocked();
     if (!created.ok()) return created;
     // As Step: a torn optimizer takes part in no collective until it is
     // recovered (a shadow round would mark its parameters changed).
@@ -222,7 +247,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   absl::StatusOr<ParameterGroups> found =
       FindNamedGroups(*resources_.parameters, {group}, groups_.size(), groups_);
@@ -244,7 +269,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::SetHyperparameters(
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
     return optimizer_->SetHyperparameters(group, changes);
@@ -259,7 +284,7 @@ absl::StatusOr<bool> ZeroRunner::ConsolidateStateDict(int to) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   std::optional<OptimizerStateDict> whole;
   absl::Status status = (*membership)->Run(spec_.timeout, [&](Communicator&) {
@@ -347,7 +372,7 @@ absl::Status ZeroRunner::LoadStateDict(
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::MutexLock lock(&mutex_);
-  absl::Status created = CheckCreatedLocked();
+  absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   const absl::StatusOr<OptimizerStateDict> dict =
       named.ok() ? ByPositionLocked(*named)
@@ -462,10 +487,7 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Get() const {
   ZeroInfo status;
   {
     absl::MutexLock lock(&published_mutex_);
-    if (!published_.has_value()) {
-      return absl::FailedPreconditionError(
-          "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
-    }
+    if (!published_.has_value()) return unpublished_;
     status = *published_;
   }
   status.joined = joined_;

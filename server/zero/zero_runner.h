@@ -23,6 +23,7 @@
 #include "server/data_parallel/group_step_hooks.h"
 #include "server/data_parallel/named_groups.h"
 #include "server/data_parallel/rank_resources.h"
+#include "server/data_parallel/replacement_watch.h"
 #include "server/optim/step_metrics.h"
 #include "server/zero/zero_checkpoint.h"
 #include "server/zero/zero_optimizer.h"
@@ -129,6 +130,9 @@ class ZeroRunner {
     if (steps_ < std::numeric_limits<int64_t>::max()) ++steps_;
   }
   absl::Status CheckCreatedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // CheckCreatedLocked, after dropping an optimizer made before the group
+  // replaced a rank (re-reading the last group checkpoint to resume from).
+  absl::Status CheckCurrentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Maps the dict's names onto this model's positions.
   absl::StatusOr<OptimizerStateDict> ByPositionLocked(
       const NamedStateDict& named) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -162,6 +166,8 @@ class ZeroRunner {
   // What its checkpoints carry from its creation (manifest, run).
   GroupRun run_ ABSL_GUARDED_BY(mutex_);
   GroupStepHooks hooks_;
+  ReplacementWatch replacement_ ABSL_GUARDED_BY(mutex_){
+      "zero: the ZeRO optimizer", "CreateZero"};
   // What this rank last published in the group's store.
   std::string published_record_ ABSL_GUARDED_BY(mutex_);
   // Read without mutex_, which a joined rank holds while it waits in the
@@ -169,6 +175,10 @@ class ZeroRunner {
   std::atomic<bool> joined_{false};
   mutable absl::Mutex published_mutex_;
   std::optional<ZeroInfo> published_ ABSL_GUARDED_BY(published_mutex_);
+  // What Get says without one.
+  absl::Status unpublished_ ABSL_GUARDED_BY(published_mutex_) =
+      absl::FailedPreconditionError(
+          "zero: no ZeRO optimizer on this daemon; expected CreateZero first");
 };
 
 }  // namespace distopt

@@ -28,6 +28,15 @@ void WriteJson(JsonWriter& json, const v1::GroupInfo& group) {
   json.EndArray().Field("rendezvous", group.rendezvous()).Key("lost_ranks");
   json.BeginArray();
   for (int rank : group.lost_ranks()) json.Value(rank);
+  json.EndArray().Key("replacements").BeginArray();
+  for (const v1::RankReplacement& replaced : group.replacements()) {
+    json.BeginObject()
+        .Field("rank", replaced.rank())
+        .Field("previous_address", replaced.previous_address())
+        .Field("address", replaced.address())
+        .Field("round", replaced.round())
+        .EndObject();
+  }
   json.EndArray().Field("error", group.error());
 }
 
@@ -47,6 +56,12 @@ std::string Render(const v1::GroupInfo& group) {
   table.AddRow({"lost ranks", group.lost_ranks().empty()
                                   ? "none"
                                   : absl::StrJoin(group.lost_ranks(), ",")});
+  for (const v1::RankReplacement& replaced : group.replacements()) {
+    table.AddRow(
+        {"replaced", absl::StrCat("rank ", replaced.rank(), " in round ",
+                                  replaced.round(), ": ", replaced.address(),
+                                  " (was ", replaced.previous_address(), ")")});
+  }
   if (!group.error().empty()) table.AddRow({"error", group.error()});
   return table.Render();
 }
