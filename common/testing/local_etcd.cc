@@ -123,7 +123,15 @@ LocalEtcd::~LocalEtcd() {
   if (pid_ > 0) {
     kill(pid_, SIGTERM);
     int status = 0;
-    waitpid(pid_, &status, 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   }
   if (!folder_.empty()) {
     std::system(("rm -rf '" + folder_ + "'").c_str());

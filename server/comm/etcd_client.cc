@@ -1,20 +1,15 @@
 #include "server/comm/etcd_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace distopt {
-namespace {
-
-// Any one call: etcd answers in milliseconds; this covers an etcd that is
-// starting, or electing a leader.
-constexpr absl::Duration kCallTimeout = absl::Seconds(10);
-
-}  // namespace
-
 std::string EtcdPrefixEnd(const std::string& prefix) {
   std::string end = prefix;
   while (!end.empty()) {
@@ -29,15 +24,20 @@ std::string EtcdPrefixEnd(const std::string& prefix) {
 }
 
 EtcdClient::EtcdClient(const std::string& endpoint) : endpoint_(endpoint) {
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments arguments;
+  // An etcd that restarts is found again within a second, not after
+  // gRPC's default backoff of up to two minutes.
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      endpoint, grpc::InsecureChannelCredentials(), arguments);
   kv_ = etcdserverpb::KV::NewStub(channel);
   lease_ = etcdserverpb::Lease::NewStub(channel);
 }
 
-std::unique_ptr<grpc::ClientContext> EtcdClient::Context() const {
+std::unique_ptr<grpc::ClientContext> EtcdClient::Context(
+    absl::Duration timeout) const {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   context->set_wait_for_ready(true);
   return context;
 }
@@ -62,12 +62,12 @@ absl::Status EtcdClient::Put(const std::string& key, const std::string& value,
 }
 
 absl::StatusOr<std::optional<std::string>> EtcdClient::Get(
-    const std::string& key) {
+    const std::string& key, absl::Duration timeout) {
   etcdserverpb::RangeRequest request;
   request.set_key(key);
   etcdserverpb::RangeResponse response;
   absl::Status status =
-      Annotate(kv_->Range(Context().get(), request, &response), "Range");
+      Annotate(kv_->Range(Context(timeout).get(), request, &response), "Range");
   if (!status.ok()) return status;
   if (response.kvs_size() == 0) return std::optional<std::string>();
   return std::optional<std::string>(response.kvs(0).value());
@@ -128,7 +128,9 @@ absl::StatusOr<bool> EtcdClient::PutIfAbsent(const std::string& key,
 
 absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   etcdserverpb::LeaseGrantRequest request;
-  request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(ttl)));
+  // Whole seconds: a part of one is rounded up, never down.
+  request.set_ttl(std::max<int64_t>(
+      1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
   etcdserverpb::LeaseGrantResponse response;
   absl::Status status = Annotate(
       lease_->LeaseGrant(Context().get(), request, &response), "LeaseGrant");
@@ -140,8 +142,8 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   return response.id();
 }
 
-absl::Status EtcdClient::KeepAlive(int64_t lease) {
-  std::unique_ptr<grpc::ClientContext> context = Context();
+absl::Status EtcdClient::KeepAlive(int64_t lease, absl::Duration timeout) {
+  std::unique_ptr<grpc::ClientContext> context = Context(timeout);
   std::unique_ptr<
       grpc::ClientReaderWriter<etcdserverpb::LeaseKeepAliveRequest,
                                etcdserverpb::LeaseKeepAliveResponse>>
@@ -166,12 +168,13 @@ absl::Status EtcdClient::KeepAlive(int64_t lease) {
   return absl::OkStatus();
 }
 
-absl::Status EtcdClient::RevokeLease(int64_t lease) {
+absl::Status EtcdClient::RevokeLease(int64_t lease, absl::Duration timeout) {
   etcdserverpb::LeaseRevokeRequest request;
   request.set_id(lease);
   etcdserverpb::LeaseRevokeResponse response;
-  return Annotate(lease_->LeaseRevoke(Context().get(), request, &response),
-                  "LeaseRevoke");
+  return Annotate(
+      lease_->LeaseRevoke(Context(timeout).get(), request, &response),
+      "LeaseRevoke");
 }
 
 }  // namespace distopt

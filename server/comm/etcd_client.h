@@ -2,9 +2,9 @@
 // gRPC API (proto/etcd/etcdserverpb/rpc.proto): get, put and delete a key,
 // list the keys under a prefix, put a key only where none is (a
 // transaction), and leases, which etcd expires (deleting the keys put under
-// them) unless they are kept alive. Every call has a deadline, waits for an
-// etcd that is still starting within it, and names the endpoint in its
-// errors. Thread-safe.
+// them) unless they are kept alive. Every call has a deadline (`timeout`,
+// 2 s unless given), waits within it for an etcd that is starting or
+// reconnecting, and names the endpoint in its errors. Thread-safe.
 #ifndef DISTOPT_SERVER_COMM_ETCD_CLIENT_H_
 #define DISTOPT_SERVER_COMM_ETCD_CLIENT_H_
 
@@ -21,6 +21,11 @@
 
 namespace distopt {
 
+// A call's deadline unless it says otherwise: etcd answers in
+// milliseconds, and a caller with a deadline of its own (a rendezvous, a
+// daemon stopping) must not wait much past it.
+inline constexpr absl::Duration kEtcdCallTimeout = absl::Seconds(2);
+
 class EtcdClient {
  public:
   // `endpoint` is an etcd member's client address, "host:port".
@@ -32,7 +37,8 @@ class EtcdClient {
   absl::Status Put(const std::string& key, const std::string& value,
                    int64_t lease = 0);
   // nullopt when the key is not set.
-  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
+  absl::StatusOr<std::optional<std::string>> Get(
+      const std::string& key, absl::Duration timeout = kEtcdCallTimeout);
   // Every key under `prefix` with its value, in key order.
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> List(
       const std::string& prefix);
@@ -46,12 +52,15 @@ class EtcdClient {
   // A lease of `ttl` (whole seconds, at least 1): its id.
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   // Renews the lease once; NOT_FOUND when it has expired.
-  absl::Status KeepAlive(int64_t lease);
+  absl::Status KeepAlive(int64_t lease,
+                         absl::Duration timeout = kEtcdCallTimeout);
   // Ends the lease now, deleting its keys.
-  absl::Status RevokeLease(int64_t lease);
+  absl::Status RevokeLease(int64_t lease,
+                           absl::Duration timeout = kEtcdCallTimeout);
 
  private:
-  std::unique_ptr<grpc::ClientContext> Context() const;
+  std::unique_ptr<grpc::ClientContext> Context(
+      absl::Duration timeout = kEtcdCallTimeout) const;
   absl::Status Annotate(const grpc::Status& status, const char* call) const;
 
   const std::string endpoint_;

@@ -3,7 +3,9 @@
 // free for its replacement once the dead daemon's claim expires. The claim
 // is the key ranks/<rank> put under a lease of `ttl`, which a thread renews
 // every ttl/3; a daemon that stops gracefully revokes the lease (the rank is
-// free at once), one that is killed leaves it to expire after `ttl`.
+// free at once), one that is killed leaves it to expire after `ttl`. While
+// etcd does not answer, the claim is waited for (up to the timeout) and
+// renewed again and again.
 // Thread-safe.
 #ifndef DISTOPT_SERVER_COMM_ETCD_RANK_CLAIM_H_
 #define DISTOPT_SERVER_COMM_ETCD_RANK_CLAIM_H_
@@ -35,19 +37,27 @@ class EtcdRankClaim {
   EtcdRankClaim(const EtcdRankClaim&) = delete;
   EtcdRankClaim& operator=(const EtcdRankClaim&) = delete;
 
-  // True once the lease expired under this daemon (etcd unreachable for
-  // longer than the ttl): a replacement may hold the rank now.
+  // True once another daemon holds the rank: this one's hold expired (etcd
+  // unreachable, or this daemon stalled, for longer than the ttl) and a
+  // replacement took it. An expired hold nobody took is taken again.
   bool lost() const { return lost_.load(); }
 
  private:
-  EtcdRankClaim(EtcdRendezvousStore& store, int rank, int64_t lease,
-                absl::Duration ttl);
+  EtcdRankClaim(EtcdRendezvousStore& store, int rank, std::string holder,
+                int64_t lease, absl::Duration ttl);
+  // Puts the claim under a new lease: its id, or 0 when another daemon
+  // holds the rank (named in *held_by).
+  static absl::StatusOr<int64_t> TryClaim(EtcdRendezvousStore& store, int rank,
+                                          const std::string& holder,
+                                          absl::Duration ttl,
+                                          std::string* held_by);
   void KeepAlive();
 
   EtcdRendezvousStore& store_;
   const int rank_;
-  const int64_t lease_;
+  const std::string holder_;
   const absl::Duration ttl_;
+  int64_t lease_;  // The keeper's, and the destructor's after it.
   std::atomic<bool> lost_{false};
   absl::Notification stop_;
   std::thread keeper_;

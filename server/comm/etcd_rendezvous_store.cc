@@ -72,11 +72,14 @@ absl::Status EtcdRendezvousStore::Set(const std::string& key,
 }
 
 absl::StatusOr<std::string> EtcdRendezvousStore::Poll(const std::string& key,
-                                                      absl::Time deadline) {
+                                                      absl::Time deadline,
+                                                      absl::Duration timeout) {
   absl::Duration pause = absl::Milliseconds(2);
   for (;;) {
-    absl::StatusOr<std::optional<std::string>> value =
-        client_->Get(EtcdKey(key));
+    // Each look bounded by what is left of the wait.
+    absl::StatusOr<std::optional<std::string>> value = client_->Get(
+        EtcdKey(key), std::clamp(deadline - absl::Now(), absl::Milliseconds(50),
+                                 kEtcdCallTimeout));
     if (value.ok() && value->has_value()) return **std::move(value);
     // An etcd that is down for a moment is waited for like a missing key.
     if (!value.ok() && !absl::IsUnavailable(value.status()) &&
@@ -85,8 +88,10 @@ absl::StatusOr<std::string> EtcdRendezvousStore::Poll(const std::string& key,
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
+      // "not set within": what the collectives read as a timeout.
       return absl::DeadlineExceededError(absl::StrCat(
-          "rendezvous store ", url_, ": key \"", key, "\" not set",
+          "rendezvous store ", url_, ": key \"", key, "\" not set within ",
+          absl::FormatDuration(timeout),
           value.ok() ? "" : absl::StrCat(" (", value.status().message(), ")")));
     }
     absl::SleepFor(std::min(pause, deadline - now));
@@ -96,14 +101,14 @@ absl::StatusOr<std::string> EtcdRendezvousStore::Poll(const std::string& key,
 
 absl::StatusOr<std::string> EtcdRendezvousStore::Get(const std::string& key,
                                                      absl::Duration timeout) {
-  return Poll(key, absl::Now() + timeout);
+  return Poll(key, absl::Now() + timeout, timeout);
 }
 
 absl::Status EtcdRendezvousStore::Wait(const std::vector<std::string>& keys,
                                        absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   for (const std::string& key : keys) {
-    absl::StatusOr<std::string> value = Poll(key, deadline);
+    absl::StatusOr<std::string> value = Poll(key, deadline, timeout);
     if (!value.ok()) return value.status();
   }
   return absl::OkStatus();

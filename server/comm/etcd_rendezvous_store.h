@@ -53,8 +53,10 @@ class EtcdRendezvousStore : public RendezvousStore {
   std::string EtcdKey(const std::string& key) const { return prefix_ + key; }
 
  private:
-  // The key's value once set; DEADLINE_EXCEEDED at `deadline`.
-  absl::StatusOr<std::string> Poll(const std::string& key, absl::Time deadline);
+  // The key's value once set; DEADLINE_EXCEEDED at `deadline` (`timeout`
+  // after the wait began).
+  absl::StatusOr<std::string> Poll(const std::string& key, absl::Time deadline,
+                                   absl::Duration timeout);
 
   const std::shared_ptr<EtcdClient> client_;
   const std::string url_;

@@ -82,6 +82,8 @@ GroupMembership::GroupMembership(const GroupSettings& settings,
                                  KeyValueStore* local_store)
     : rank_(settings.rank),
       world_size_(settings.world_size),
+      etcd_(!settings.etcd_rendezvous.empty()),
+      incarnation_(Incarnation(settings.daemon_address)),
       on_ready_changed_(settings.on_ready_changed),
       global_(std::make_unique<RoundCommunicator>(settings.rank,
                                                   settings.world_size)),
@@ -105,64 +107,79 @@ void GroupMembership::SetState(State state, absl::Status error) {
   if (on_ready_changed_) on_ready_changed_(state == State::kReady);
 }
 
-absl::StatusOr<std::unique_ptr<RendezvousStore>> GroupMembership::OpenStore(
-    const GroupSettings& settings, KeyValueStore* local_store) {
-  if (!settings.etcd_rendezvous.empty()) {
-    absl::StatusOr<EtcdRendezvous> where =
-        ParseEtcdUrl(settings.etcd_rendezvous, "--rendezvous");
-    if (!where.ok()) return where.status();
-    auto store = std::make_unique<EtcdRendezvousStore>(
-        std::make_shared<EtcdClient>(where->endpoint), *where);
-    absl::StatusOr<std::unique_ptr<EtcdRankClaim>> claim =
-        EtcdRankClaim::Acquire(*store, settings.rank, settings.daemon_address,
-                               settings.rank_hold_ttl, settings.timeout,
-                               [this] { return stopping_.load(); });
-    if (!claim.ok()) return claim.status();
-    claim_ = *std::move(claim);
-    return store;
-  }
-  if (settings.rank0_address.empty()) {
-    return std::make_unique<LocalRendezvousStore>(local_store);
-  }
-  return std::make_unique<RemoteRendezvousStore>(settings.rank0_address,
-                                                 settings.secret);
-}
-
 void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
-  absl::StatusOr<std::unique_ptr<RendezvousStore>> store =
-      OpenStore(settings, local_store);
-  if (!store.ok()) {
-    SetState(State::kFailed, store.status());
-    return;
-  }
-  // Best effort: without it a lost rank is reported by number only.
-  if (!settings.daemon_address.empty()) {
-    (*store)
-        ->Set(DaemonKey(settings.rank), settings.daemon_address)
-        .IgnoreError();
-  }
-  incarnation_ = Incarnation(settings.daemon_address);
-  (*store)->Set(IncarnationKey(settings.rank), incarnation_).IgnoreError();
-  // In etcd the group may be older than this daemon (a replacement): it
-  // joins the round after the highest reached, which the other ranks
-  // re-form as. Rank 0's store is as new as the group.
-  const int64_t first =
-      settings.etcd_rendezvous.empty() ? 0 : HighestRound(**store) + 1;
   {
     absl::MutexLock lock(&mutex_);
-    store_ = *std::move(store);
     settings_ = settings;
+    local_store_ = local_store;
   }
   // Calls wait for joining on mutex_, not on this lock.
   absl::MutexLock collective(&collective_mutex_);
+  absl::Status opened = OpenStoreLocked();
+  if (!opened.ok()) {
+    SetState(State::kFailed, opened);
+    return;
+  }
+  RendezvousStore* store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    store = store_.get();
+  }
+  // In etcd the group may be older than this daemon (a replacement): it
+  // joins the round after the highest reached, which the other ranks
+  // re-form as. Rank 0's store is as new as the group.
+  const int64_t first = etcd() ? HighestRound(*store) + 1 : 0;
   absl::Status connected = ConnectLocked(first, settings.timeout);
   {
     absl::MutexLock lock(&mutex_);
     joined_ = connected.ok();
-    round_ = first;
+    // A rank that did not connect re-forms as `first` again.
+    round_ = connected.ok() ? first : std::max<int64_t>(0, first - 1);
   }
-  if (connected.ok()) NoteMembers(first);
+  if (connected.ok()) NoteMembersLocked(first);
   SetState(connected.ok() ? State::kReady : State::kFailed, connected);
+}
+
+absl::Status GroupMembership::OpenStoreLocked() {
+  GroupSettings settings;
+  KeyValueStore* local_store = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (store_ != nullptr) return absl::OkStatus();
+    settings = settings_;
+    local_store = local_store_;
+  }
+  std::unique_ptr<RendezvousStore> store;
+  if (etcd()) {
+    absl::StatusOr<EtcdRendezvous> where =
+        ParseEtcdUrl(settings.etcd_rendezvous, "--rendezvous");
+    if (!where.ok()) return where.status();
+    auto in_etcd = std::make_unique<EtcdRendezvousStore>(
+        std::make_shared<EtcdClient>(where->endpoint), *where);
+    absl::StatusOr<std::unique_ptr<EtcdRankClaim>> claim =
+        EtcdRankClaim::Acquire(*in_etcd, settings.rank, settings.daemon_address,
+                               settings.rank_hold_ttl, settings.timeout,
+                               [this] { return stopping_.load(); });
+    if (!claim.ok()) return claim.status();
+    // Who serves this rank now: the other ranks tell a replacement by it.
+    absl::Status published =
+        in_etcd->Set(IncarnationKey(settings.rank), incarnation_);
+    if (!published.ok()) return published;
+    claim_ = *std::move(claim);
+    store = std::move(in_etcd);
+  } else if (settings.rank0_address.empty()) {
+    store = std::make_unique<LocalRendezvousStore>(local_store);
+  } else {
+    store = std::make_unique<RemoteRendezvousStore>(settings.rank0_address,
+                                                    settings.secret);
+  }
+  // Best effort: without it a lost rank is reported by number only.
+  if (!settings.daemon_address.empty()) {
+    store->Set(DaemonKey(settings.rank), settings.daemon_address).IgnoreError();
+  }
+  absl::MutexLock lock(&mutex_);
+  store_ = std::move(store);
+  return absl::OkStatus();
 }
 
 int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
@@ -178,7 +195,8 @@ int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
   return highest;
 }
 
-void GroupMembership::NoteMembers(int64_t round) {
+void GroupMembership::NoteMembersLocked(int64_t round) {
+  if (!etcd()) return;  // Only an etcd rendezvous outlives a daemon.
   RendezvousStore* store = nullptr;
   {
     absl::MutexLock lock(&mutex_);
@@ -187,12 +205,12 @@ void GroupMembership::NoteMembers(int64_t round) {
   std::vector<std::string> incarnations(world_size_);
   std::vector<std::string> addresses(world_size_);
   for (int r = 0; r < world_size_; ++r) {
-    // Every rank set both before it connected the round.
+    // Every rank set both before it connected the round: one look each.
     absl::StatusOr<std::string> incarnation =
-        store->Get(IncarnationKey(r), absl::Seconds(1));
+        store->Get(IncarnationKey(r), absl::Milliseconds(1));
     if (incarnation.ok()) incarnations[r] = *incarnation;
     absl::StatusOr<std::string> address =
-        store->Get(DaemonKey(r), absl::Seconds(1));
+        store->Get(DaemonKey(r), absl::Milliseconds(1));
     if (address.ok()) addresses[r] = *address;
   }
   absl::MutexLock lock(&mutex_);
@@ -210,6 +228,42 @@ void GroupMembership::NoteMembers(int64_t round) {
   }
   incarnations_ = std::move(incarnations);
   addresses_ = std::move(addresses);
+}
+
+absl::StatusOr<bool> GroupMembership::CatchUpWithReplacements(
+    absl::Duration timeout) {
+  if (!etcd()) return false;
+  {
+    absl::MutexLock lock(&mutex_);
+    absl::Status joined = AwaitJoinedLocked(absl::ZeroDuration());
+    if (!joined.ok()) return joined;
+  }
+  absl::MutexLock serial(&collective_mutex_);
+  RendezvousStore* store = nullptr;
+  std::vector<std::string> known;
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&mutex_);
+    store = store_.get();
+    known = incarnations_;
+    addresses = addresses_;
+  }
+  // Another daemon serves a rank now, or the one this daemon connected
+  // with is gone (its replacement may still be waiting for the rank).
+  bool changed = false;
+  for (int r = 0; r < world_size_ && !changed; ++r) {
+    if (r == rank_ || r >= static_cast<int>(known.size())) continue;
+    absl::StatusOr<std::string> incarnation =
+        store->Get(IncarnationKey(r), absl::Milliseconds(1));
+    changed = (incarnation.ok() && *incarnation != known[r]) ||
+              (!addresses[r].empty() &&
+               !AcceptsConnections(addresses[r], absl::Seconds(1)));
+  }
+  if (!changed) return false;
+  const int64_t before = replacement_count();
+  absl::Status reformed = ReformLocked(timeout);
+  if (!reformed.ok()) return reformed;
+  return replacement_count() != before;
 }
 
 std::vector<RankReplacement> GroupMembership::replacements() const {
@@ -306,6 +360,15 @@ void GroupMembership::MarkFailed(const absl::Status& failure) {
 }
 
 absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
+  // Joining may have failed before there was a store (this rank held by
+  // another daemon, etcd unreachable): it is opened now.
+  absl::Status opened = OpenStoreLocked();
+  if (!opened.ok()) {
+    const absl::Status failure = absl::FailedPreconditionError(absl::StrCat(
+        "re-forming the group failed on rank ", rank_, ": ", opened.message()));
+    SetState(State::kFailed, failure);
+    return failure;
+  }
   int64_t next = 0;
   absl::Status previous;
   RendezvousStore* store = nullptr;
@@ -340,7 +403,7 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
     round_ = next;
     joined_ = true;  // A rank whose joining failed has joined now.
   }
-  NoteMembers(next);
+  NoteMembersLocked(next);
   SetState(State::kReady, absl::OkStatus());
   return absl::OkStatus();
 }
@@ -373,6 +436,12 @@ absl::Status GroupMembership::RunInGroup(
     if (!joined.ok()) return joined;
   }
   absl::MutexLock serial(&collective_mutex_);
+  if (claim_ != nullptr && claim_->lost()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group: another daemon holds rank ", rank_,
+        " now (this daemon's hold in etcd expired); expected this daemon to "
+        "be stopped"));
+  }
   // A round re-formed here with another daemon in it is no place for a
   // call made for the old one.
   const int64_t replacements = replacement_count();

@@ -115,6 +115,14 @@ class GroupMembership {
   // optimizer made when the count was another must be made again.
   std::vector<RankReplacement> replacements() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t replacement_count() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Collective, on the ranks whose optimizers were made before: when a
+  // rank's daemon in etcd is not the one this daemon last connected with,
+  // or that one no longer accepts connections (its replacement may still
+  // be waiting for the rank), re-forms the group (every rank calls it, or
+  // another group call) and returns true once a replacement is recorded.
+  // False, doing nothing, otherwise.
+  absl::StatusOr<bool> CatchUpWithReplacements(absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mutex_, collective_mutex_);
 
   // Waits for the group to be ready, up to `timeout`, and runs `collective`
   // on its communicators, every collective bounded by `timeout`;
@@ -159,15 +167,18 @@ class GroupMembership {
 
  private:
   void Join(GroupSettings settings, KeyValueStore* local_store);
-  // The group's store: this daemon's, rank 0's, or etcd, where this
-  // daemon's rank is then claimed first (claim_).
-  absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenStore(
-      const GroupSettings& settings, KeyValueStore* local_store);
+  // Opens the group's store unless it is open: this daemon's, rank 0's,
+  // or etcd, where this daemon's rank is claimed first (claim_).
+  absl::Status OpenStoreLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_);
+  bool etcd() const { return etcd_; }
   // The highest round any rank connected (-1: none yet).
   int64_t HighestRound(RendezvousStore& store) const;
   // After round `round` connected: the ranks' incarnations, and the
-  // replacements since the previous round.
-  void NoteMembers(int64_t round) ABSL_LOCKS_EXCLUDED(mutex_);
+  // replacements since the previous round (with etcd only).
+  void NoteMembersLocked(int64_t round)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_)
+          ABSL_LOCKS_EXCLUDED(mutex_);
   // FAILED_PRECONDITION for a call not run because the round re-formed for
   // it brought replacements after the `before`-th.
   absl::Status ReplacedSince(int64_t before) const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -190,6 +201,9 @@ class GroupMembership {
 
   const int rank_;
   const int world_size_;
+  const bool etcd_;
+  // This daemon's incarnation: its address, pid and start.
+  const std::string incarnation_;
   std::atomic<bool> stopping_{false};
   std::function<void(bool)> on_ready_changed_;
   mutable absl::Mutex mutex_;
@@ -208,13 +222,13 @@ class GroupMembership {
   std::unique_ptr<GlooCommunicatorGroup> group_
       ABSL_GUARDED_BY(collective_mutex_);
   bool round_failed_ ABSL_GUARDED_BY(collective_mutex_) = false;
-  // This daemon's incarnation and, from the last round, every rank's.
-  std::string incarnation_;
+  KeyValueStore* local_store_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  // Every rank's incarnation and address, from the last round.
   std::vector<std::string> incarnations_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mutex_);
   std::vector<RankReplacement> replacements_ ABSL_GUARDED_BY(mutex_);
   // This daemon's hold on its rank in etcd (after store_: it uses it).
-  std::unique_ptr<EtcdRankClaim> claim_;
+  std::unique_ptr<EtcdRankClaim> claim_ ABSL_GUARDED_BY(collective_mutex_);
   std::thread joiner_;
 };
 

@@ -24,9 +24,10 @@ class ReplacementWatch {
   ReplacementWatch(absl::string_view what, absl::string_view create)
       : what_(what), create_(create) {}
 
-  // At a Create that succeeded.
-  void Created(const GroupMembership& membership) {
-    seen_ = membership.replacement_count();
+  // At a Create that succeeded, with the replacements counted before its
+  // collectives (one recorded during them is not overlooked).
+  void Created(int64_t replacements_before) {
+    seen_ = replacements_before;
     dropped_.clear();
   }
 

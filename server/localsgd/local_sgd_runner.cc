@@ -79,7 +79,15 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
   if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
+  if (optimizer_ != nullptr) {
+    // A replacement the group has not met yet: met now, by every rank's
+    // Create, and the optimizer made before it goes.
+    absl::StatusOr<bool> caught_up =
+        (*membership)->CatchUpWithReplacements(spec.timeout);
+    if (!caught_up.ok()) return caught_up.status();
+  }
   CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
+  const int64_t replacements = (*membership)->replacement_count();
   if (optimizer_ != nullptr) {
     return absl::AlreadyExistsError(
         "post-local SGD: this daemon already has one");
@@ -125,7 +133,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   step_metrics_ = &StepMetrics::For("post_local_sgd", spec_.kind);
   groups_ = *std::move(groups);
   optimizer_ = *std::move(optimizer);
-  replacement_.Created(**membership);
+  replacement_.Created(replacements);
   warnings_ = std::move(warnings);
   return StatusLocked();
 }
