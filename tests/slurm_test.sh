@@ -3,7 +3,8 @@
 # of Debian's packages (munge, slurmctld, slurmd; processes tracked by
 # linuxproc, no cgroups), started here and shut down at the end. Each job
 # runs with sbatch --wait:
-#   distopt_ranks.sbatch: 4 ranks form a group, and a trainer per rank
+#   distopt_ranks.sbatch (twice: through rank 0's store, then through
+#     etcd, Debian's etcd-server started by the test): 4 ranks form a group, and a trainer per rank
 #     (deploy/slurm/train_digits_ranks.py) trains with ZeRO (every rank ends
 #     with the same bytes, the loss falls), then post-local SGD (averaging
 #     every 4 steps, the same bytes after the last); the daemons stop
@@ -28,9 +29,9 @@ if [ -n "$preload" ]; then
           "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
           /usr/bin/python3)
 fi
-for tool in munged slurmctld slurmd sbatch sinfo scontrol; do
+for tool in munged slurmctld slurmd sbatch sinfo scontrol etcd; do
   command -v "$tool" >/dev/null ||
-    fail "$tool is missing: tools/install_deps.sh installs Slurm and munge"
+    fail "$tool is missing: tools/install_deps.sh installs Slurm, munge and etcd"
 done
 [ "$(id -u)" -eq 0 ] || fail "needs root (slurmd starts the jobs' tasks)"
 
@@ -43,7 +44,8 @@ cleanup() {
   set +e
   [ -s "$dir/slurmctld.pid" ] &&
     SLURM_CONF="$dir/slurm.conf" timeout 10 scontrol shutdown >/dev/null 2>&1
-  for pidfile in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
+  for pidfile in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid \
+    "$dir"/etcd.pid; do
     [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
   done
   sleep 1
@@ -102,30 +104,65 @@ done
   fail "the node never became idle: $(sinfo 2>&1); $(tail -5 "$dir/slurmctld.log" "$dir/slurmd.log")"
 echo "slurm up in $(($(date +%s) - started)) s"
 
-# --- The ranks of a group, trained by a trainer per rank.
-t0=$(date +%s)
-mkdir "$dir/ranks"
-sbatch --wait -N1 --ntasks-per-node=4 -o "$dir/ranks.out" \
-  --export=ALL,DISTOPT_ADDRESS_DIR="$dir/ranks" \
-  deploy/slurm/distopt_ranks.sbatch \
-  "${python[@]}" deploy/slurm/train_digits_ranks.py \
-  --addresses="$dir/ranks" --steps=12 --period=4 ||
-  fail "the ranks' job failed: $(cat "$dir/ranks.out")"
-echo "ranks job: $(($(date +%s) - t0)) s"
-grep -E '^(zero|local_sgd) ' "$dir/ranks.out"
-[ "$(grep -c '^zero ' "$dir/ranks.out")" -eq 4 ] ||
-  fail "expected 4 ZeRO trainers: $(cat "$dir/ranks.out")"
-[ "$(grep '^zero ' "$dir/ranks.out" | grep -o 'checksum=[0-9a-f]*' | sort -u | wc -l)" -eq 1 ] ||
-  fail "the ranks differ after ZeRO"
-grep '^zero ' "$dir/ranks.out" | grep -o 'loss=[0-9.]*->[0-9.]*' |
-  awk -F'[=>-]' '{ if ($3 >= $2) { print "loss did not fall: " $0; exit 1 } }' ||
-  fail "a rank's loss did not fall"
-[ "$(grep -c '^local_sgd .* averaged_at=0,4,8,12 ' "$dir/ranks.out")" -eq 4 ] ||
-  fail "post-local SGD did not average at steps 0, 4, 8, 12 on every rank"
-[ "$(grep '^local_sgd ' "$dir/ranks.out" | grep -o 'checksum=[0-9a-f]*' | sort -u | wc -l)" -eq 1 ] ||
-  fail "the ranks differ after the last averaging"
-[ "$(grep -c 'msg="stopped"' "$dir/ranks.out")" -eq 4 ] ||
-  fail "the ranks did not all stop gracefully"
+# --- The ranks of a group, trained by a trainer per rank: joined through
+# rank 0's store ($1 = ranks), then through etcd ($1 = ranks_etcd, with
+# DISTOPT_ETCD in the job's environment, $2).
+run_ranks_job() {
+  local name=$1 exports=$2
+  local t0
+  t0=$(date +%s)
+  mkdir "$dir/$name"
+  sbatch --wait -N1 --ntasks-per-node=4 -o "$dir/$name.out" \
+    --export=ALL,DISTOPT_ADDRESS_DIR="$dir/$name$exports" \
+    deploy/slurm/distopt_ranks.sbatch \
+    "${python[@]}" deploy/slurm/train_digits_ranks.py \
+    --addresses="$dir/$name" --steps=12 --period=4 ||
+    fail "the $name job failed: $(cat "$dir/$name.out")"
+  echo "$name job: $(($(date +%s) - t0)) s"
+  local out="$dir/$name.out"
+  grep -E '^(zero|local_sgd) ' "$out"
+  [ "$(grep -c '^zero ' "$out")" -eq 4 ] ||
+    fail "$name: expected 4 ZeRO trainers: $(cat "$out")"
+  [ "$(grep '^zero ' "$out" | grep -o 'checksum=[0-9a-f]*' | sort -u | wc -l)" -eq 1 ] ||
+    fail "$name: the ranks differ after ZeRO"
+  grep '^zero ' "$out" | grep -o 'loss=[0-9.]*->[0-9.]*' |
+    awk -F'[=>-]' '{ if ($3 >= $2) { print "loss did not fall: " $0; exit 1 } }' ||
+    fail "$name: a rank's loss did not fall"
+  [ "$(grep -c '^local_sgd .* averaged_at=0,4,8,12 ' "$out")" -eq 4 ] ||
+    fail "$name: post-local SGD did not average at steps 0, 4, 8, 12 on every rank"
+  [ "$(grep '^local_sgd ' "$out" | grep -o 'checksum=[0-9a-f]*' | sort -u | wc -l)" -eq 1 ] ||
+    fail "$name: the ranks differ after the last averaging"
+  [ "$(grep -c 'msg="stopped"' "$out")" -eq 4 ] ||
+    fail "$name: the ranks did not all stop gracefully"
+}
+run_ranks_job ranks ""
+
+# etcd, one member on loopback, for the same job with DISTOPT_ETCD.
+etcd_ports=$(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*(x.getsockname()[1] for x in s))')
+read -r etcd_port etcd_peer_port <<<"$etcd_ports"
+etcd --name=slurm-test --data-dir="$dir/etcd" \
+  --listen-client-urls="http://127.0.0.1:$etcd_port" \
+  --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+  --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+  --initial-cluster="slurm-test=http://127.0.0.1:$etcd_peer_port" \
+  --log-level=error >"$dir/etcd.log" 2>&1 &
+echo $! > "$dir/etcd.pid"
+for _ in $(seq 150); do
+  ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$etcd_port" endpoint health \
+    >/dev/null 2>&1 && break
+  sleep 0.2
+done
+run_ranks_job ranks_etcd ",DISTOPT_ETCD=etcd://127.0.0.1:$etcd_port"
+# Every rank published itself in etcd, under the job's id.
+published=$(ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$etcd_port" get \
+  --prefix /distopt/slurm- --keys-only | grep -c '/incarnations/')
+[ "$published" -eq 4 ] ||
+  fail "expected the 4 ranks' records in etcd, found $published"
 
 # --- Parameter-server workers on the CPU, and the digits demo on them.
 t0=$(date +%s)
