@@ -204,6 +204,28 @@ TEST_F(RankReplacementTest, PostLocalSgdResumesFromTheLastGroupCheckpoint) {
   }
 }
 
+// etcd gone: the group's collectives do not need it (training goes on),
+// and a daemon still stops gracefully within a few seconds (its hold on
+// the rank is left to expire).
+TEST_F(RankReplacementTest, WithEtcdGoneTheGroupTrainsAndStops) {
+  const v1::CreateZeroRequest spec = Spec("adam", kLr);
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  ReferenceTraining reference("adam");
+  ASSERT_TRUE(TrainSteps(reference, 0, 1));
+  etcd_.reset();
+  ASSERT_TRUE(TrainSteps(reference, 1, 1));
+  ExpectEveryRankHolds(reference.values());
+  for (int r = world_ - 1; r >= 0; --r) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<int> code = ranks_[r]->Stop();
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_EQ(*code, 0) << "rank " << r;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "rank " << r;
+    ranks_[r].reset();
+  }
+  ranks_.clear();
+}
+
 TEST_F(RankReplacementTest, ASecondDaemonForAHeldRankIsRefused) {
   std::vector<std::string> flags = RankFlags(1, world_);
   for (std::string& flag : flags) {

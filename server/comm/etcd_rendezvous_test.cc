@@ -146,6 +146,25 @@ TEST_F(EtcdTest, ARankIsHeldByOneDaemonAndFreedWhenItLetsGo) {
   EXPECT_EQ(*client_->Get(store->EtcdKey(RankClaimKey(1))), "10.0.0.3:5000");
 }
 
+// With no etcd there, a claim gives up at its timeout, not later, saying
+// why.
+TEST(EtcdAbsentTest, AClaimGivesUpAtItsTimeout) {
+  absl::StatusOr<EtcdRendezvous> where =
+      ParseEtcdUrl("etcd://127.0.0.1:1/job", "--rendezvous");
+  ASSERT_TRUE(where.ok());
+  EtcdRendezvousStore store(std::make_shared<EtcdClient>(where->endpoint),
+                            *where);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<EtcdRankClaim>> claim = EtcdRankClaim::Acquire(
+      store, 0, "10.0.0.1:5000", absl::Seconds(5), absl::Seconds(1), nullptr);
+  ASSERT_FALSE(claim.ok());
+  EXPECT_TRUE(absl::IsUnavailable(claim.status()) ||
+              absl::IsDeadlineExceeded(claim.status()))
+      << claim.status();
+  EXPECT_THAT(claim.status().message(), HasSubstr("etcd at 127.0.0.1:1"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
 TEST(EtcdUrlTest, OnlyEtcdUrlsWithAnAddressAndAJobAreTaken) {
   absl::StatusOr<EtcdRendezvous> where =
       ParseEtcdUrl("etcd://node1:2379/run-7", "--rendezvous");
