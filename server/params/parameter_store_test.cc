@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +107,25 @@ TEST_F(ParameterStoreTest, RandomInitializersAreDeterministic) {
   EXPECT_EQ(Values(a), Values(b));
   EXPECT_EQ(Values(c), Values(d));
   EXPECT_NE(Values(a), Values(c));
+}
+
+// A chunk at an offset near the largest there is is refused, its message
+// made without computing where it would end (found by the wire fuzzer
+// under UBSan: offset INT64_MAX + 15 bytes overflowed).
+TEST_F(ParameterStoreTest, AChunkAtAHugeOffsetIsRefused) {
+  const uint64_t id = store_.Create(Spec("a", {4}, ConstantInit{1}))->id;
+  std::shared_ptr<Parameter> p = *store_.Find(ParameterKey::ById(id));
+  auto write = *ParameterWrite::Begin(p, store_);
+  const std::string bytes(15, 'x');
+  for (int64_t offset : {std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::max() - 7,
+                         std::numeric_limits<int64_t>::min()}) {
+    absl::Status status = write->AddChunk(offset, bytes);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << offset;
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat("a chunk of 15 bytes at offset ", offset,
+                                       " is outside the parameter")));
+  }
 }
 
 TEST_F(ParameterStoreTest, WriteCommitsAllOrNothing) {

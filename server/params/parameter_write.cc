@@ -41,9 +41,10 @@ absl::Status ParameterWrite::AddChunk(int64_t offset, absl::string_view data) {
                      "; expected at least one element"));
   }
   if (offset < 0 || offset > size || length > size - offset) {
+    // Said as offset and length: offset + length may not fit 64 bits.
     return absl::InvalidArgumentError(absl::StrCat(
-        "offset: chunk [", offset, ", ", offset + length,
-        ") is outside the parameter; expected a range within [0, ", size, ")"));
+        "offset: a chunk of ", length, " bytes at offset ", offset,
+        " is outside the parameter; expected a range within [0, ", size, ")"));
   }
   if (offset % element != 0 || length % element != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
