@@ -3,11 +3,6 @@
 // test did. The step counter equals the steps taken, the median of the
 // step latency histogram lies within the bounds of the bucket that holds
 // the median observation, and a refused call is counted under its code.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/testing/child_process.h"
 #include "common/testing/http_get.h"
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/status.grpc.pb.h"
@@ -36,19 +32,6 @@ using ::distopt::testing::Ramp;
 using ::distopt::testing::StartWorkerOrDie;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
-
-// A free loopback port (bound, then let go: Prometheus binds it next).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // The body of GET http://127.0.0.1:port/path; empty when it fails.
 std::string HttpGet(int port, const std::string& path) {
@@ -75,31 +58,18 @@ class PrometheusServer {
                           << "    static_configs:\n"
                           << "      - targets: ['"
                           << absl::StrJoin(targets, "', '") << "']\n";
-    server->port_ = FreePort();
+    server->port_ = testing::FreeLoopbackPorts(1)[0];
     const std::vector<std::string> args = {
         kPrometheus, "--config.file=" + config,
         "--storage.tsdb.path=" + server->folder_ + "/data",
         absl::StrCat("--web.listen-address=127.0.0.1:", server->port_),
         "--log.level=warn"};
-    server->pid_ = fork();
-    if (server->pid_ == 0) {
-      std::vector<char*> argv;
-      for (const std::string& arg : args) {
-        argv.push_back(const_cast<char*>(arg.c_str()));
-      }
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    server->pid_ = testing::StartProcess(args);
     return server;
   }
 
   ~PrometheusServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-    }
+    testing::StopProcess(pid_);
     if (!folder_.empty()) {
       std::system(("rm -rf '" + folder_ + "'").c_str());
     }

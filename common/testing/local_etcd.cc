@@ -1,10 +1,6 @@
 #include "common/testing/local_etcd.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/child_process.h"
 #include "common/testing/http_get.h"
 
 namespace distopt {
@@ -20,37 +17,6 @@ namespace testing {
 namespace {
 
 constexpr char kEtcd[] = "/usr/bin/etcd";
-
-// Two free loopback ports, held together while both are picked.
-std::pair<int, int> FreePorts() {
-  int fds[2];
-  int ports[2];
-  for (int i = 0; i < 2; ++i) {
-    fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fds[i], reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    socklen_t length = sizeof(address);
-    getsockname(fds[i], reinterpret_cast<sockaddr*>(&address), &length);
-    ports[i] = ntohs(address.sin_port);
-  }
-  close(fds[0]);
-  close(fds[1]);
-  return {ports[0], ports[1]};
-}
-
-bool Accepts(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(port);
-  const bool ok =
-      connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  return ok;
-}
 
 }  // namespace
 
@@ -69,7 +35,9 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
     return absl::InternalError("cannot make a folder for etcd");
   }
   etcd->folder_ = folder;
-  const auto [client_port, peer_port] = FreePorts();
+  const std::vector<int> ports = FreeLoopbackPorts(2);
+  const int client_port = ports[0];
+  const int peer_port = ports[1];
   etcd->endpoint_ = absl::StrCat("127.0.0.1:", client_port);
   const std::string client_url = "http://" + etcd->endpoint_;
   const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port);
@@ -85,21 +53,11 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
       "--log-level=error",
       "--logger=zap",
   };
-  etcd->pid_ = fork();
-  if (etcd->pid_ == 0) {
-    std::vector<char*> argv;
-    for (const std::string& arg : args) {
-      argv.push_back(const_cast<char*>(arg.c_str()));
-    }
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  etcd->pid_ = StartProcess(args);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   // Listening comes before serving: /health says true once this member
   // is the cluster's leader.
   auto healthy = [&] {
-    if (!Accepts(client_port)) return false;
     absl::StatusOr<HttpReply> reply = HttpGet(etcd->endpoint_, "/health");
     return reply.ok() &&
            reply->body.find("\"health\":\"true\"") != std::string::npos;
@@ -120,19 +78,7 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
 }
 
 LocalEtcd::~LocalEtcd() {
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
+  StopProcess(pid_);
   if (!folder_.empty()) {
     std::system(("rm -rf '" + folder_ + "'").c_str());
   }

@@ -25,12 +25,19 @@ absl::StatusOr<int64_t> EtcdRankClaim::TryClaim(EtcdRendezvousStore& store,
                                                 absl::Duration ttl,
                                                 std::string* held_by) {
   EtcdClient& etcd = store.client();
+  const std::string key = store.EtcdKey(RankClaimKey(rank));
+  // A read first: waiting for a held rank writes nothing to etcd.
+  absl::StatusOr<std::optional<std::string>> holder_now = etcd.Get(key);
+  if (!holder_now.ok()) return holder_now.status();
+  if (holder_now->has_value()) {
+    *held_by = **holder_now;
+    return 0;
+  }
   // A lease per attempt: one granted while the rank was still held would
   // expire unrenewed before the rank is free.
   absl::StatusOr<int64_t> lease = etcd.GrantLease(ttl);
   if (!lease.ok()) return lease.status();
-  absl::StatusOr<bool> claimed = etcd.PutIfAbsent(
-      store.EtcdKey(RankClaimKey(rank)), holder, *lease, held_by);
+  absl::StatusOr<bool> claimed = etcd.PutIfAbsent(key, holder, *lease, held_by);
   if (claimed.ok() && *claimed) return *lease;
   etcd.RevokeLease(*lease).IgnoreError();
   if (!claimed.ok()) return claimed.status();

@@ -443,14 +443,13 @@ absl::Status GroupMembership::RunInGroup(
         "be stopped"));
   }
   // A round re-formed here with another daemon in it is no place for a
-  // call made for the old one.
-  const int64_t replacements = replacement_count();
+  // call made for the old one (replacements are counted only around a
+  // re-formation: a call on a sound round pays nothing for them).
   if (round_failed_) {
+    const int64_t before = replacement_count();
     absl::Status reformed = ReformLocked(timeout);
     if (!reformed.ok()) return reformed;
-    if (replacement_count() != replacements) {
-      return ReplacedSince(replacements);
-    }
+    if (replacement_count() != before) return ReplacedSince(before);
   }
   for (int attempt = 0;; ++attempt) {
     group_->SetTimeout(timeout);
@@ -466,12 +465,10 @@ absl::Status GroupMembership::RunInGroup(
     // a new round, and the call once more.
     const bool untouched =
         !global_->succeeded() && !absl::IsDeadlineExceeded(status);
-    if (attempt > 0 || !untouched || !ReformLocked(timeout).ok()) {
-      return NameLostRanks(status);
-    }
-    if (replacement_count() != replacements) {
-      return ReplacedSince(replacements);
-    }
+    if (attempt > 0 || !untouched) return NameLostRanks(status);
+    const int64_t before = replacement_count();
+    if (!ReformLocked(timeout).ok()) return NameLostRanks(status);
+    if (replacement_count() != before) return ReplacedSince(before);
   }
 }
 
