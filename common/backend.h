@@ -45,7 +45,25 @@ class Backend {
   // with round-to-nearest-even).
   virtual absl::Status Fill(void* dst, DType dtype, size_t count,
                             double value) = 0;
+
+  // dst = src for `count` elements of floating dtypes (float32, float16,
+  // bfloat16), converting from `src_dtype` to `dst_dtype`, both on this
+  // device: widening is exact, narrowing rounds to nearest even (NaN stays
+  // NaN), as common/half.h does.
+  virtual absl::Status Convert(void* dst, DType dst_dtype, const void* src,
+                               DType src_dtype, size_t count) = 0;
+
+  // Host memory that copies to and from this device reach fastest (page-
+  // locked for a GPU; ordinary for the CPU), for staging collectives that
+  // run on the host. Freed with FreeStaging.
+  virtual absl::StatusOr<void*> AllocateStaging(size_t bytes) = 0;
+  virtual void FreeStaging(void* pointer) = 0;
 };
+
+// What tells devices apart across processes: "cpu" for host memory, the
+// GPU's UUID for a CUDA device (two ranks on one host with the same one
+// share that GPU). FAILED_PRECONDITION as GetBackend.
+absl::StatusOr<std::string> DeviceIdentity(const Device& device);
 
 // The backend of `device`, created on first use and then shared. Errors:
 // FAILED_PRECONDITION when the binary was built without CUDA or the GPU is

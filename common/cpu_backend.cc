@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fill.h"
+#include "common/half.h"
 #include "common/host_block_cache.h"
 
 namespace distopt {
@@ -52,6 +53,38 @@ class CpuBackendImpl : public Backend {
     FillHost(dst, dtype, count, value);
     return absl::OkStatus();
   }
+
+  absl::Status Convert(void* dst, DType dst_dtype, const void* src,
+                       DType src_dtype, size_t count) override {
+    if (count == 0) return absl::OkStatus();
+    if (dst_dtype == src_dtype) {
+      std::memmove(dst, src, count * ElementSize(dst_dtype));
+    } else if (dst_dtype == DType::kFloat32) {
+      WidenToFloat(src_dtype, src,
+                   absl::MakeSpan(static_cast<float*>(dst), count));
+    } else if (src_dtype == DType::kFloat32) {
+      NarrowFromFloat(
+          absl::MakeConstSpan(static_cast<const float*>(src), count), dst_dtype,
+          dst);
+    } else {
+      // Between the two half formats: through fp32, one element at a time
+      // (exact widening, then one rounding).
+      for (size_t i = 0; i < count; ++i) {
+        float value = 0;
+        WidenToFloat(src_dtype,
+                     static_cast<const char*>(src) + i * ElementSize(src_dtype),
+                     absl::MakeSpan(&value, 1));
+        NarrowFromFloat(absl::MakeConstSpan(&value, 1), dst_dtype,
+                        static_cast<char*>(dst) + i * ElementSize(dst_dtype));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
+    return Allocate(bytes);
+  }
+  void FreeStaging(void* pointer) override { Free(pointer); }
 
  private:
   HostBlockCache blocks_{kMaxCachedBytes};

@@ -17,6 +17,14 @@ absl::Status FromCuda(const std::string& error, const Device& device,
       absl::StrCat(device.ToString(), ": ", what, " failed: ", error));
 }
 
+// The dtype codes of cuda_ops (3, int64, is not a floating dtype).
+int FloatingCode(DType dtype) {
+  return dtype == DType::kFloat32    ? 0
+         : dtype == DType::kFloat16  ? 1
+         : dtype == DType::kBFloat16 ? 2
+                                     : 3;
+}
+
 class CudaBackendImpl : public Backend {
  public:
   explicit CudaBackendImpl(int index) : device_(Device::Cuda(index)) {}
@@ -58,12 +66,9 @@ class CudaBackendImpl : public Backend {
 
   absl::Status Add(void* dst, const void* src, DType dtype,
                    size_t count) override {
-    const int code = dtype == DType::kFloat32    ? 0
-                     : dtype == DType::kFloat16  ? 1
-                     : dtype == DType::kBFloat16 ? 2
-                                                 : 3;
-    return FromCuda(cuda_ops::Add(device_.index, dst, src, code, count),
-                    device_, "add");
+    return FromCuda(
+        cuda_ops::Add(device_.index, dst, src, FloatingCode(dtype), count),
+        device_, "add");
   }
 
   absl::Status Fill(void* dst, DType dtype, size_t count,
@@ -73,6 +78,26 @@ class CudaBackendImpl : public Backend {
                        EncodeScalar(dtype, value), count),
         device_, "fill");
   }
+
+  absl::Status Convert(void* dst, DType dst_dtype, const void* src,
+                       DType src_dtype, size_t count) override {
+    return FromCuda(
+        cuda_ops::Convert(device_.index, dst, FloatingCode(dst_dtype), src,
+                          FloatingCode(src_dtype), count),
+        device_, "dtype conversion");
+  }
+
+  absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
+    void* pointer = nullptr;
+    const std::string error = cuda_ops::MallocHost(bytes, &pointer);
+    if (!error.empty()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(device_.ToString(), ": cannot allocate ", bytes,
+                       " bytes of page-locked host memory: ", error));
+    }
+    return pointer;
+  }
+  void FreeStaging(void* pointer) override { cuda_ops::FreeHost(pointer); }
 
  private:
   const Device device_;

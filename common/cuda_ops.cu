@@ -70,9 +70,103 @@ std::string LaunchAdd(void* dst, const void* src, size_t count) {
   return ErrorText(error);
 }
 
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <typename To, typename From>
+__global__ void ConvertKernel(To* dst, const From* src, size_t count) {
+  const size_t stride = static_cast<size_t>(blockDim.x) * gridDim.x;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+       i < count; i += stride) {
+    dst[i] = FromFloat<To>(ToFloat(src[i]));
+  }
+}
+
+template <typename To, typename From>
+std::string LaunchConvert(void* dst, const void* src, size_t count) {
+  if (count == 0) return std::string();
+  constexpr int kThreads = 256;
+  const size_t wanted = (count + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
+  ConvertKernel<To, From><<<blocks, kThreads>>>(
+      static_cast<To*>(dst), static_cast<const From*>(src), count);
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
+  return ErrorText(error);
+}
+
+template <typename To>
+std::string ConvertTo(void* dst, const void* src, int src_dtype,
+                      size_t count) {
+  switch (src_dtype) {
+    case 0:
+      return LaunchConvert<To, float>(dst, src, count);
+    case 1:
+      return LaunchConvert<To, __half>(dst, src, count);
+    case 2:
+      return LaunchConvert<To, __nv_bfloat16>(dst, src, count);
+  }
+  return "Convert: unknown source dtype";
+}
+
 }  // namespace
 
 bool BuiltWithCuda() { return true; }
+
+std::string Convert(int device, void* dst, int dst_dtype, const void* src,
+                    int src_dtype, size_t count) {
+  const cudaError_t error = cudaSetDevice(device);
+  if (error != cudaSuccess) return ErrorText(error);
+  switch (dst_dtype) {
+    case 0:
+      return ConvertTo<float>(dst, src, src_dtype, count);
+    case 1:
+      return ConvertTo<__half>(dst, src, src_dtype, count);
+    case 2:
+      return ConvertTo<__nv_bfloat16>(dst, src, src_dtype, count);
+  }
+  return "Convert: unknown destination dtype";
+}
+
+std::string MallocHost(size_t bytes, void** pointer) {
+  return ErrorText(cudaMallocHost(pointer, bytes == 0 ? 1 : bytes));
+}
+
+std::string FreeHost(void* pointer) { return ErrorText(cudaFreeHost(pointer)); }
+
+std::string DeviceUuid(int device, std::string* uuid) {
+  cudaDeviceProp properties;
+  const cudaError_t error = cudaGetDeviceProperties(&properties, device);
+  if (error != cudaSuccess) return ErrorText(error);
+  static const char kHex[] = "0123456789abcdef";
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    const unsigned char byte =
+        static_cast<unsigned char>(properties.uuid.bytes[i]);
+    text += kHex[byte >> 4];
+    text += kHex[byte & 15];
+  }
+  *uuid = text;
+  return std::string();
+}
 
 std::string Add(int device, void* dst, const void* src, int dtype,
                 size_t count) {

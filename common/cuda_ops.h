@@ -35,6 +35,19 @@ std::string Add(int device, void* dst, const void* src, int dtype,
 // Writes the low `element_size` bytes of `bits` (2, 4 or 8) `count` times.
 std::string Fill(int device, void* dst, int element_size, uint64_t bits,
                  size_t count);
+// dst[i] = src[i] converted from `src_dtype` to `dst_dtype` (0 fp32, 1 fp16,
+// 2 bf16), both on the device: exact widening, narrowing rounded to
+// nearest even (as common/half.h does on the host).
+std::string Convert(int device, void* dst, int dst_dtype, const void* src,
+                    int src_dtype, size_t count);
+// Page-locked host memory, which copies to and from the device reach at
+// full speed (and which a copy can overlap).
+std::string MallocHost(size_t bytes, void** pointer);
+std::string FreeHost(void* pointer);
+// The GPU's UUID ("GPU-xxxxxxxx-..."), as nvidia-smi prints it: two
+// processes (or ranks) on one host with the same UUID share that GPU,
+// whatever CUDA_VISIBLE_DEVICES numbers it.
+std::string DeviceUuid(int device, std::string* uuid);
 
 }  // namespace cuda_ops
 }  // namespace distopt

@@ -34,6 +34,12 @@ std::string Add(int, void*, const void*, int, size_t) {
 std::string Fill(int, void*, int, uint64_t, size_t) {
   return kBuiltWithoutCuda;
 }
+std::string Convert(int, void*, int, const void*, int, size_t) {
+  return kBuiltWithoutCuda;
+}
+std::string MallocHost(size_t, void**) { return kBuiltWithoutCuda; }
+std::string FreeHost(void*) { return kBuiltWithoutCuda; }
+std::string DeviceUuid(int, std::string*) { return kBuiltWithoutCuda; }
 
 }  // namespace cuda_ops
 }  // namespace distopt

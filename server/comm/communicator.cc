@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/device_buffer.h"
 
 namespace distopt {
 
@@ -19,10 +21,16 @@ absl::Status Communicator::AllGatherSegments(
   }
   size_t total = 0;
   for (size_t count : counts) total += count;
+  // On the communicator's device (its collectives' spans live there).
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device());
+  if (!backend.ok()) return backend.status();
   // Bounded by the caller's blocks (a bucket); not zero-filled: every byte
   // is written before it is read.
-  std::unique_ptr<char[]> buffer(new char[total]);
-  char* const packed_data = buffer.get();
+  DeviceBuffer buffer(*backend);
+  absl::StatusOr<char*> reserved = buffer.Reserve(total);
+  if (!reserved.ok()) return reserved.status();
+  char* const packed_data = *reserved;
+  absl::Status copied;
   auto for_each_segment = [&](auto visit) {
     size_t offset = 0;
     for (size_t r = 0; r < blocks.size(); ++r) {
@@ -33,19 +41,20 @@ absl::Status Communicator::AllGatherSegments(
     }
   };
   for_each_segment([&](int r, absl::Span<char> segment, char* at) {
-    if (r == rank() && !segment.empty()) {
-      std::memcpy(at, segment.data(), segment.size());
+    if (r == rank() && copied.ok()) {
+      copied = (*backend)->CopyWithinDevice(at, segment.data(), segment.size());
     }
   });
+  // A failed copy still takes part, so that no peer waits for this rank.
   absl::Status status =
       AllGatherBlocks(absl::MakeSpan(packed_data, total), counts);
   if (!status.ok()) return status;
   for_each_segment([&](int r, absl::Span<char> segment, char* at) {
-    if (r != rank() && !segment.empty()) {
-      std::memcpy(segment.data(), at, segment.size());
+    if (r != rank() && copied.ok()) {
+      copied = (*backend)->CopyWithinDevice(segment.data(), at, segment.size());
     }
   });
-  return absl::OkStatus();
+  return copied;
 }
 
 }  // namespace distopt

@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/device.h"
 
 namespace distopt {
 
@@ -41,6 +42,17 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+
+  // Where the spans of this communicator's collectives point: host memory
+  // for gloo, one GPU's memory for NCCL and the staged communicator.
+  virtual Device device() const { return Device::Cpu(); }
+  // The communicator a data-parallel optimizer sends its tensors through
+  // (gradient buckets, parameters), on the device its parameters live on:
+  // this one, for a group over host memory. A group of GPU ranks keeps
+  // this one (host memory, gloo) for the small control collectives
+  // (agreement, step headers, state dicts) and returns its NCCL or staged
+  // communicator here; both pair up in the same order on every rank.
+  virtual Communicator& tensors() { return *this; }
 
   // Bounds each later collective: a peer that does not take part within
   // `timeout` is an error (DEADLINE_EXCEEDED).
@@ -73,7 +85,7 @@ class Communicator {
   // (the same sizes on every rank), this rank's own read, the others'
   // written, so that the bytes go straight from and to where they live (a
   // parameter's tensor, say). This default packs them into one buffer of
-  // the blocks' total size around AllGatherBlocks.
+  // the blocks' total size on device() around AllGatherBlocks.
   virtual absl::Status AllGatherSegments(
       const std::vector<std::vector<absl::Span<char>>>& blocks);
   virtual absl::Status Barrier() = 0;
