@@ -5,8 +5,6 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
-#include "common/cpu_backend.h"
-#include "common/half.h"
 
 namespace distopt {
 
@@ -81,21 +79,20 @@ int64_t LargestBucket(const std::vector<GradientBucket>& plan) {
 
 absl::Status FillBucket(const GradientBucket& bucket,
                         const GroupGradientPointers& grads,
-                        absl::Span<float> values) {
+                        absl::Span<float> values, Backend& device) {
   for (const BucketEntry& entry : bucket.entries) {
-    absl::Span<float> out = values.subspan(entry.offset, entry.count);
-    const Tensor* given = grads[entry.group][entry.index];
-    if (given == nullptr) {
-      std::fill(out.begin(), out.end(), 0.0f);
-      continue;
+    float* out = values.data() + entry.offset;
+    const Tensor* grad = grads[entry.group][entry.index];
+    if (grad != nullptr && grad->device() != device.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grads[", entry.group, "][", entry.index, "]: ", grad->DebugString(),
+          "; expected a gradient on ", device.device().ToString()));
     }
-    Tensor grad = *given;
-    if (!grad.device().is_cpu()) {
-      absl::StatusOr<Tensor> host = grad.CloneTo(CpuBackend());
-      if (!host.ok()) return host.status();
-      grad = *std::move(host);
-    }
-    WidenToFloat(grad.dtype(), grad.data(), out);
+    absl::Status status =
+        grad == nullptr ? device.Fill(out, DType::kFloat32, entry.count, 0.0)
+                        : device.Convert(out, DType::kFloat32, grad->data(),
+                                         grad->dtype(), entry.count);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
@@ -113,6 +110,7 @@ absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
+                        const std::shared_ptr<Backend>& device,
                         std::atomic<bool>* changing) {
   // The bucket's entries this rank steps, by group.
   std::vector<std::vector<const BucketEntry*>> by_group(groups.size());
@@ -132,14 +130,16 @@ absl::Status StepBucket(const GradientBucket& bucket,
       float* average = values.data() + entry->offset;
       if (param.dtype() == DType::kFloat32) {
         averaged.push_back(Tensor::Borrow(average, DType::kFloat32,
-                                          param.shape(), Device::Cpu()));
+                                          param.shape(), device->device()));
       } else {
         // Rounded to the parameter's dtype, as its gradient would be.
         absl::StatusOr<Tensor> rounded =
-            Tensor::AllocateHost(param.dtype(), param.shape());
+            Tensor::Allocate(device, param.dtype(), param.shape());
         if (!rounded.ok()) return rounded.status();
-        NarrowFromFloat(absl::MakeConstSpan(average, entry->count),
-                        param.dtype(), rounded->data());
+        absl::Status status =
+            device->Convert(rounded->data(), param.dtype(), average,
+                            DType::kFloat32, entry->count);
+        if (!status.ok()) return status;
         averaged.push_back(*std::move(rounded));
       }
       grads[stepper.position[entry->index]] = &averaged.back();

@@ -13,10 +13,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/backend.h"
 #include "common/tensor.h"
 #include "server/data_parallel/param_groups.h"
 #include "server/optim/functional_optimizer.h"
@@ -55,12 +57,12 @@ std::vector<GradientBucket> PlanGradientBuckets(
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);
 
 // Copies this rank's gradients of the bucket's parameters into `values`
-// (bucket.size elements, as fp32); a null one, for a parameter present
-// elsewhere, counts as zeros. The gradients are checked already
-// (CheckGradients).
+// (bucket.size elements, as fp32, on `device` with the gradients); a null
+// one, for a parameter present elsewhere, counts as zeros. The gradients
+// are checked already (CheckGradients).
 absl::Status FillBucket(const GradientBucket& bucket,
                         const GroupGradientPointers& grads,
-                        absl::Span<float> values);
+                        absl::Span<float> values, Backend& device);
 
 // What a rank steps of one parameter group: its optimizer, the parameters
 // that optimizer was made over (in its order), and position[i], where the
@@ -76,13 +78,14 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
     const std::vector<GroupStepper>& steppers);
 
 // Steps the bucket's parameters that this rank steps (steppers[g] per
-// group) with their averaged gradients from `values`: fp32 ones read in
-// place, fp16/bf16 ones rounded to nearest even. `*changing` turns true
-// before the first parameter changes.
+// group) with their averaged gradients from `values` (on `device` with
+// the parameters): fp32 ones read in place, fp16/bf16 ones rounded to
+// nearest even. `*changing` turns true before the first parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
+                        const std::shared_ptr<Backend>& device,
                         std::atomic<bool>* changing);
 
 }  // namespace distopt

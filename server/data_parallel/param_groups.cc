@@ -7,8 +7,8 @@
 
 namespace distopt {
 
-absl::Status CheckHostFloatingParameters(const std::vector<ParamGroup>& groups,
-                                         size_t first_group) {
+absl::Status CheckFloatingParameters(const std::vector<ParamGroup>& groups,
+                                     size_t first_group, const Device& device) {
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t i = 0; i < groups[g].params.size(); ++i) {
       const Tensor& p = *groups[g].params[i];
@@ -21,13 +21,11 @@ absl::Status CheckHostFloatingParameters(const std::vector<ParamGroup>& groups,
         return absl::InvalidArgumentError(absl::StrCat(
             field, p.DebugString(), "; expected float32, float16 or bfloat16"));
       }
-      // The data-parallel optimizers run their collectives on gloo over
-      // host memory; device parameters are not supported (said plainly).
-      if (!p.device().is_cpu()) {
-        return absl::UnimplementedError(absl::StrCat(
-            field, p.DebugString(),
-            "; ZeRO and post-local SGD take parameters in host memory only "
-            "(a daemon started with --device=cpu)"));
+      // The step's buckets and collectives run where the parameters live.
+      if (p.device() != device) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, p.DebugString(), "; expected a parameter on ",
+            device.ToString(), " (where the group's collectives run)"));
       }
     }
   }
@@ -100,15 +98,16 @@ std::vector<std::vector<int64_t>> GlobalPositions(
 
 absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> CreateGroupOptimizer(
     const OptimizerKind* kind, const ParamGroup& group,
-    const std::vector<int>& indices, size_t number, MemoryBudget* budget) {
+    const std::vector<int>& indices, size_t number, const Device& device,
+    MemoryBudget* budget) {
   std::vector<ParameterLayout> layouts;
   for (int index : indices) {
     const Tensor& p = *group.params[index];
     layouts.push_back({p.dtype(), p.shape()});
   }
   absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-      FunctionalOptimizer::Create(kind, group.hyperparameters, layouts,
-                                  Device::Cpu(), budget);
+      FunctionalOptimizer::Create(kind, group.hyperparameters, layouts, device,
+                                  budget);
   if (!optimizer.ok()) {
     return absl::Status(optimizer.status().code(),
                         absl::StrCat("groups[", number, "].hyperparameters: ",

@@ -27,7 +27,8 @@ namespace distopt {
 // param_groups.
 struct ParamGroup {
   absl::flat_hash_map<std::string, HyperValue> hyperparameters;
-  // Host float32, float16 or bfloat16, owned by the caller.
+  // float32, float16 or bfloat16, on the rank's device (host memory or one
+  // GPU), owned by the caller.
   std::vector<Tensor*> params;
 };
 
@@ -35,10 +36,10 @@ struct ParamGroup {
 using GroupGradientPointers = std::vector<std::vector<const Tensor*>>;
 
 // INVALID_ARGUMENT naming "groups[g].params[i]" (g counted from
-// `first_group`) for a parameter that is not float32, float16 or bfloat16;
-// UNIMPLEMENTED for one that is not in host memory.
-absl::Status CheckHostFloatingParameters(const std::vector<ParamGroup>& groups,
-                                         size_t first_group);
+// `first_group`) for a parameter that is not float32, float16 or bfloat16,
+// or not on `device` (the device of the rank's tensor collectives).
+absl::Status CheckFloatingParameters(const std::vector<ParamGroup>& groups,
+                                     size_t first_group, const Device& device);
 
 // INVALID_ARGUMENT naming "grads[g][i]" unless `grads` has one entry per
 // parameter of `groups`, each null or of its parameter's dtype and shape.
@@ -57,11 +58,13 @@ std::vector<std::vector<int64_t>> GlobalPositions(
     const std::vector<ParamGroup>& groups);
 
 // An optimizer of `kind` over group.params[i] for i in `indices` (in that
-// order), with the group's hyperparameters, its state reserved in `budget`
-// (null for none). Errors name "groups[<number>].hyperparameters".
+// order), with the group's hyperparameters, its state on `device` (the
+// parameters') reserved in `budget` (null for none). Errors name
+// "groups[<number>].hyperparameters".
 absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> CreateGroupOptimizer(
     const OptimizerKind* kind, const ParamGroup& group,
-    const std::vector<int>& indices, size_t number, MemoryBudget* budget);
+    const std::vector<int>& indices, size_t number, const Device& device,
+    MemoryBudget* budget);
 
 }  // namespace distopt
 

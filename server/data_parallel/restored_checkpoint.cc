@@ -400,7 +400,15 @@ absl::StatusOr<OptimizerStateDict> ResumeOwnState(
   size_t k = 0;
   for (const ParamGroup& group : groups) {
     for (Tensor* p : group.params) {
-      std::memcpy(p->data(), older->second[k++].data(), p->byte_size());
+      // The saved values are in host memory; the parameter may be on a GPU.
+      absl::StatusOr<std::shared_ptr<Backend>> device = GetBackend(p->device());
+      absl::Status copied = device.status();
+      if (copied.ok()) {
+        copied = (*device)->CopyFromHost(p->data(), older->second[k].data(),
+                                         p->byte_size());
+      }
+      if (!copied.ok()) return copied;
+      ++k;
     }
   }
   return std::move(older->first);
@@ -431,7 +439,8 @@ absl::Status BroadcastParameters(Communicator& communicator,
                                  int root) {
   for (const ParamGroup& group : groups) {
     for (Tensor* p : group.params) {
-      absl::Status sent = communicator.BroadcastBytes(
+      // Through the tensors' communicator: the parameters' device.
+      absl::Status sent = communicator.tensors().BroadcastBytes(
           absl::MakeSpan(static_cast<char*>(p->data()), p->byte_size()), root);
       if (!sent.ok()) return sent;
     }

@@ -44,8 +44,13 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
     const LocalSgdOptions& options, std::vector<std::string>* warnings,
     MemoryBudget* budget) {
   Communicator& global = group.global();
-  absl::Status valid = AgreeOnEveryRank(
-      global, CheckHostFloatingParameters(groups, 0), "the parameters");
+  // The parameters, their buckets and the optimizers' state live where the
+  // group's tensor collectives run.
+  const Device device = global.tensors().device();
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device);
+  absl::Status valid = backend.status();
+  if (valid.ok()) valid = CheckFloatingParameters(groups, 0, device);
+  valid = AgreeOnEveryRank(global, valid, "the parameters");
   if (!valid.ok()) return valid;
   SpecificationParts parts = DescribeSpecification(kind_name, groups);
   parts.emplace_back("averager", DescribeAverager(options.averager));
@@ -87,15 +92,15 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
     std::vector<int> every(groups[g].params.size());
     for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int>(i);
     absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
-        CreateGroupOptimizer(kind, groups[g], every, g, budget);
+        CreateGroupOptimizer(kind, groups[g], every, g, device, budget);
     made = optimizer.status();
     if (made.ok()) local.push_back(*std::move(optimizer));
   }
   made = AgreeOnEveryRank(global, made, "the optimizer");
   if (!made.ok()) return made;
-  return std::unique_ptr<LocalSgdOptimizer>(
-      new LocalSgdOptimizer(kind_name, std::move(groups), std::move(local),
-                            *std::move(averager), options, global.size()));
+  return std::unique_ptr<LocalSgdOptimizer>(new LocalSgdOptimizer(
+      kind_name, std::move(groups), std::move(local), *std::move(averager),
+      options, global.size(), *std::move(backend)));
 }
 
 absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(
@@ -181,13 +186,18 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
           : PlanGradientBuckets(
                 groups_, SingleOwner(groups_), 1, present,
                 options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
-  gradient_storage_.resize(LargestBucket(plan));
+  absl::StatusOr<absl::Span<float>> storage =
+      gradient_storage_.Elements<float>(LargestBucket(plan));
+  if (!storage.ok()) return storage.status();
   for (const GradientBucket& bucket : plan) {
-    absl::Span<float> values(gradient_storage_.data(), bucket.size);
-    status = FillBucket(bucket, grads, values);
-    if (status.ok()) status = (*reducer)->AllReduce(values, ReduceOp::kAverage);
+    absl::Span<float> values = storage->subspan(0, bucket.size);
+    status = FillBucket(bucket, grads, values, *device_);
     if (status.ok()) {
-      status = StepBucket(bucket, groups_, values, steppers_, &changing_);
+      status = (*reducer)->tensors().AllReduce(values, ReduceOp::kAverage);
+    }
+    if (status.ok()) {
+      status =
+          StepBucket(bucket, groups_, values, steppers_, device_, &changing_);
     }
     if (!status.ok()) return status;
   }
@@ -203,7 +213,7 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
       }
     }
     status = AverageParameters(
-        **averaging, params,
+        (*averaging)->tensors(), params,
         options_.bucket_bytes / static_cast<int64_t>(sizeof(float)),
         &average_storage_);
     if (!status.ok()) return status;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/device_buffer.h"
 #include "server/comm/communicator_group.h"
 #include "server/data_parallel/gradient_buckets.h"
 #include "server/data_parallel/param_groups.h"
@@ -87,9 +88,8 @@ class LocalSgdOptimizer {
   // Bytes of the step's scratch buffers, kept between steps: bounded by
   // options().bucket_bytes, not by the model.
   int64_t scratch_bytes() const {
-    return static_cast<int64_t>(
-        (gradient_storage_.capacity() + average_storage_.capacity()) *
-        sizeof(float));
+    return static_cast<int64_t>(gradient_storage_.capacity() +
+                                average_storage_.capacity());
   }
   int world_size() const { return world_size_; }
 
@@ -97,13 +97,16 @@ class LocalSgdOptimizer {
   LocalSgdOptimizer(std::string kind_name, std::vector<ParamGroup> groups,
                     std::vector<std::unique_ptr<FunctionalOptimizer>> local,
                     ModelAverager averager, const LocalSgdOptions& options,
-                    int world_size)
+                    int world_size, std::shared_ptr<Backend> device)
       : kind_name_(std::move(kind_name)),
         groups_(std::move(groups)),
         local_(std::move(local)),
         averager_(std::move(averager)),
         options_(options),
-        world_size_(world_size) {
+        world_size_(world_size),
+        device_(device),
+        gradient_storage_(device),
+        average_storage_(device) {
     // This rank steps every parameter of every group.
     for (size_t g = 0; g < groups_.size(); ++g) {
       GroupStepper stepper{local_[g].get(), groups_[g].params, {}};
@@ -126,8 +129,11 @@ class LocalSgdOptimizer {
   ModelAverager averager_;
   const LocalSgdOptions options_;
   const int world_size_;
-  std::vector<float> gradient_storage_;
-  std::vector<float> average_storage_;
+  // Where the parameters live (host memory or this rank's GPU), and the
+  // step's scratch there.
+  const std::shared_ptr<Backend> device_;
+  DeviceBuffer gradient_storage_;
+  DeviceBuffer average_storage_;
   // Set when a step begins changing this rank's parameters.
   std::atomic<bool> changing_{false};
   absl::Status damage_;

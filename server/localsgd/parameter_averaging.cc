@@ -1,31 +1,38 @@
 #include "server/localsgd/parameter_averaging.h"
 
-#include "common/half.h"
-
 namespace distopt {
 namespace {
 
 // Averages `members` through one fp32 bucket in `storage`.
 absl::Status AverageBucket(Communicator& communicator,
                            const std::vector<Tensor*>& members,
-                           std::vector<float>* storage) {
+                           DeviceBuffer* storage) {
   size_t size = 0;
   for (const Tensor* p : members) size += p->num_elements();
   if (size == 0) return absl::OkStatus();
-  if (storage->size() < size) storage->resize(size);
-  absl::Span<float> bucket(storage->data(), size);
+  Backend& device = storage->backend();
+  absl::StatusOr<absl::Span<float>> bucket = storage->Elements<float>(size);
+  if (!bucket.ok()) return bucket.status();
+  absl::Status converted;
   size_t offset = 0;
   for (Tensor* p : members) {
-    WidenToFloat(p->dtype(), p->data(),
-                 bucket.subspan(offset, p->num_elements()));
+    if (converted.ok()) {
+      converted = device.Convert(bucket->data() + offset, DType::kFloat32,
+                                 p->data(), p->dtype(), p->num_elements());
+    }
     offset += p->num_elements();
   }
-  absl::Status status = communicator.AllReduce(bucket, ReduceOp::kAverage);
+  // A failed conversion still takes part, so that no peer waits for it;
+  // this rank's parameters are then left as they were.
+  absl::Status status = communicator.AllReduce(*bucket, ReduceOp::kAverage);
   if (!status.ok()) return status;
+  if (!converted.ok()) return converted;
   offset = 0;
   for (Tensor* p : members) {
-    NarrowFromFloat(bucket.subspan(offset, p->num_elements()), p->dtype(),
-                    p->data());
+    absl::Status narrowed =
+        device.Convert(p->data(), p->dtype(), bucket->data() + offset,
+                       DType::kFloat32, p->num_elements());
+    if (!narrowed.ok()) return narrowed;
     offset += p->num_elements();
   }
   return absl::OkStatus();
@@ -35,8 +42,7 @@ absl::Status AverageBucket(Communicator& communicator,
 
 absl::Status AverageParameters(Communicator& communicator,
                                const std::vector<Tensor*>& params,
-                               int64_t bucket_elements,
-                               std::vector<float>* storage) {
+                               int64_t bucket_elements, DeviceBuffer* storage) {
   std::vector<Tensor*> pending;
   int64_t pending_size = 0;
   auto flush = [&] {
@@ -49,8 +55,9 @@ absl::Status AverageParameters(Communicator& communicator,
     const int64_t count = p->num_elements();
     if (p->dtype() == DType::kFloat32 && 2 * count > bucket_elements) {
       // Large enough to be its own message: averaged where it lies.
-      absl::Status status =
-          communicator.AllReduce(p->host_span<float>(), ReduceOp::kAverage);
+      absl::Status status = communicator.AllReduce(
+          absl::MakeSpan(static_cast<float*>(p->data()), p->num_elements()),
+          ReduceOp::kAverage);
       if (!status.ok()) return status;
       continue;
     }

@@ -11,19 +11,20 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/device_buffer.h"
 #include "common/tensor.h"
 #include "server/comm/communicator.h"
 
 namespace distopt {
 
 // Collective among `communicator`'s ranks, which pass parameters of the same
-// dtypes and shapes in the same order. `storage` is kept by the caller from
-// call to call; it holds at most one bucket (or one half-precision
-// parameter larger than a bucket).
+// dtypes and shapes in the same order, on the communicator's device.
+// `storage` (on that device) is kept by the caller from call to call; it
+// holds at most one bucket (or one half-precision parameter larger than a
+// bucket).
 absl::Status AverageParameters(Communicator& communicator,
                                const std::vector<Tensor*>& params,
-                               int64_t bucket_elements,
-                               std::vector<float>* storage);
+                               int64_t bucket_elements, DeviceBuffer* storage);
 
 }  // namespace distopt
 

@@ -1,7 +1,5 @@
 #include "server/zero/parameter_broadcast.h"
 
-#include <cstring>
-
 namespace distopt {
 namespace {
 
@@ -13,28 +11,41 @@ absl::Span<char> BytesOf(Tensor& tensor) {
 // One bucket: `owner`'s stepped parameters of `dtype`.
 absl::Status BroadcastBucket(Communicator& communicator,
                              const std::vector<Tensor*>& members, int owner,
-                             std::vector<char>* scratch) {
+                             DeviceBuffer* scratch) {
   size_t size = 0;
   for (const Tensor* p : members) size += p->byte_size();
   if (size == 0) return absl::OkStatus();
-  if (scratch->size() < size) scratch->resize(size);
-  absl::Span<char> bucket(scratch->data(), size);
+  Backend& device = scratch->backend();
+  // Every rank learns the same sizes, so a rank without room fails before
+  // any collective of this bucket, as its peers do only if they lack it too
+  // (they then wait for it to their timeout).
+  absl::StatusOr<absl::Span<char>> bucket = scratch->Elements<char>(size);
+  if (!bucket.ok()) return bucket.status();
   const bool sending = communicator.rank() == owner;
+  absl::Status copied;
   size_t offset = 0;
   if (sending) {
     for (Tensor* p : members) {
-      std::memcpy(bucket.data() + offset, p->data(), p->byte_size());
+      if (copied.ok()) {
+        copied = device.CopyWithinDevice(bucket->data() + offset, p->data(),
+                                         p->byte_size());
+      }
       offset += p->byte_size();
     }
   }
-  absl::Status status = communicator.BroadcastBytes(bucket, owner);
-  if (!status.ok() || sending) return status;
+  // A failed pack still takes part, so that no rank waits for the owner.
+  absl::Status status = communicator.BroadcastBytes(*bucket, owner);
+  if (!status.ok()) return status;
+  if (sending) return copied;
   offset = 0;
   for (Tensor* p : members) {
-    std::memcpy(p->data(), bucket.data() + offset, p->byte_size());
+    if (copied.ok()) {
+      copied = device.CopyWithinDevice(p->data(), bucket->data() + offset,
+                                       p->byte_size());
+    }
     offset += p->byte_size();
   }
-  return absl::OkStatus();
+  return copied;
 }
 
 }  // namespace
@@ -44,7 +55,7 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
                                 bool as_buckets, int64_t bucket_bytes,
-                                std::vector<char>* scratch) {
+                                DeviceBuffer* scratch) {
   // In the owner's partition order, which every rank knows.
   std::vector<Tensor*> stepped;
   for (size_t g = 0; g < groups.size(); ++g) {

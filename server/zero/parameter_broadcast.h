@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/device_buffer.h"
 #include "server/comm/communicator.h"
 #include "server/data_parallel/gradient_buckets.h"
 #include "server/data_parallel/param_groups.h"
@@ -18,16 +19,17 @@
 
 namespace distopt {
 
-// Collective. Sends `owner`'s stepped parameters to all ranks. Buckets are
-// packed in `scratch`, which the caller keeps from step to step, at most
-// `bucket_bytes` at a time (a larger parameter goes alone, from its own
-// memory).
+// Collective over `communicator` (whose device holds the parameters).
+// Sends `owner`'s stepped parameters to all ranks. Buckets are packed in
+// `scratch` (on the parameters' device), which the caller keeps from step
+// to step, at most `bucket_bytes` at a time (a larger parameter goes alone,
+// from its own memory).
 absl::Status BroadcastFromOwner(Communicator& communicator,
                                 const std::vector<ParamGroup>& groups,
                                 const ZeroPartition& partition,
                                 const Presence& present, int owner,
                                 bool as_buckets, int64_t bucket_bytes,
-                                std::vector<char>* scratch);
+                                DeviceBuffer* scratch);
 
 }  // namespace distopt
 

@@ -35,9 +35,15 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     Communicator* communicator, const OptimizerKind* kind,
     const std::string& kind_name, std::vector<ParamGroup> groups,
     const ZeroOptions& options, MemoryBudget* budget) {
-  std::unique_ptr<ZeroOptimizer> zero(
-      new ZeroOptimizer(communicator, kind, kind_name, options, budget));
-  absl::Status valid = CheckHostFloatingParameters(groups, 0);
+  const Device device = communicator->tensors().device();
+  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device);
+  absl::Status valid = backend.status();
+  if (!valid.ok()) {
+    return AgreeOnEveryRank(*communicator, valid, "the parameters and options");
+  }
+  std::unique_ptr<ZeroOptimizer> zero(new ZeroOptimizer(
+      communicator, *backend, kind, kind_name, options, budget));
+  valid = CheckFloatingParameters(groups, 0, device);
   if (valid.ok() &&
       options.bucket_bytes < static_cast<int64_t>(sizeof(float))) {
     valid = absl::InvalidArgumentError(
@@ -59,7 +65,8 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
 
 absl::Status ZeroOptimizer::AddParamGroup(ParamGroup group) {
   absl::Status valid = AgreeOnEveryRank(
-      *communicator_, CheckHostFloatingParameters({group}, groups_.size()),
+      *communicator_,
+      CheckFloatingParameters({group}, groups_.size(), device_->device()),
       "the new group's parameters");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
@@ -118,7 +125,7 @@ absl::StatusOr<ZeroOptimizer::Extension> ZeroOptimizer::PrepareExtension(
     // checks the hyperparameters and can report them in a state dict.
     absl::StatusOr<std::unique_ptr<FunctionalOptimizer>> optimizer =
         CreateGroupOptimizer(kind_, added[a], partition->parameters[rank][g], g,
-                             budget_);
+                             device_->device(), budget_);
     if (!optimizer.ok()) return optimizer.status();
     made.push_back(*std::move(optimizer));
   }
@@ -194,8 +201,8 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
     changing_ = true;
     for (int owner = 0; owner < communicator_->size(); ++owner) {
       absl::Status sent =
-          BroadcastFromOwner(*communicator_, groups_, partition_, present,
-                             owner, options_.parameters_as_bucket_view,
+          BroadcastFromOwner(*tensors_, groups_, partition_, present, owner,
+                             options_.parameters_as_bucket_view,
                              options_.bucket_bytes, &broadcast_scratch_);
       if (!sent.ok()) {
         status = sent;
@@ -233,16 +240,16 @@ absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
   // Gradient-sharded (ZeRO-2): each rank receives only its own block's
   // average. Otherwise every rank gets every average (ZeRO-1, as torch).
   return options_.gradient_sharded
-             ? communicator_->ReduceScatterBlocks(values, bucket.blocks,
-                                                  ReduceOp::kAverage)
-             : communicator_->AllReduce(values, ReduceOp::kAverage);
+             ? tensors_->ReduceScatterBlocks(values, bucket.blocks,
+                                             ReduceOp::kAverage)
+             : tensors_->AllReduce(values, ReduceOp::kAverage);
 }
 
 absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket) {
   if (!options_.gradient_sharded) return absl::OkStatus();
   // Other owners' parameters land on this rank.
   changing_ = true;
-  return GatherBucketParameters(*communicator_, bucket, groups_);
+  return GatherBucketParameters(*tensors_, bucket, groups_);
 }
 
 // A failure of this rank's own (filling or stepping a bucket) does not stop
@@ -251,16 +258,21 @@ absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket) {
 absl::Status ZeroOptimizer::ReduceAndStep(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
-  gradient_scratch_[0].resize(LargestBucket(plan));
+  absl::StatusOr<absl::Span<float>> scratch =
+      gradient_scratch_[0].Elements<float>(LargestBucket(plan));
+  // Before any collective: a rank without room for the bucket fails alike
+  // on every rank only if all lack it (AgreeOnEveryRank in Round).
+  if (!scratch.ok()) return scratch.status();
   absl::Status local;
   for (const GradientBucket& bucket : plan) {
-    absl::Span<float> values(gradient_scratch_[0].data(), bucket.size);
-    if (local.ok()) local = FillBucket(bucket, grads, values);
-    if (!local.ok()) std::fill(values.begin(), values.end(), 0.0f);
+    absl::Span<float> values = scratch->subspan(0, bucket.size);
+    if (local.ok()) local = FillBucket(bucket, grads, values, *device_);
+    if (!local.ok()) ZeroFill(values);
     absl::Status status = Reduce(bucket, values);
     if (!status.ok()) return status;
     if (local.ok()) {
-      local = StepBucket(bucket, groups_, values, steppers_, &changing_);
+      local =
+          StepBucket(bucket, groups_, values, steppers_, device_, &changing_);
     }
     status = Gather(bucket);
     if (!status.ok()) return status;
@@ -281,9 +293,15 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   const size_t n = plan.size();
   const bool gather = options_.gradient_sharded;
   const int64_t largest = LargestBucket(plan);
-  for (auto& scratch : gradient_scratch_) scratch.resize(largest);
+  absl::Span<float> scratch[2];
+  for (int b = 0; b < 2; ++b) {
+    absl::StatusOr<absl::Span<float>> reserved =
+        gradient_scratch_[b].Elements<float>(largest);
+    if (!reserved.ok()) return reserved.status();  // As in ReduceAndStep.
+    scratch[b] = *reserved;
+  }
   auto values = [&](size_t k) {
-    return absl::Span<float>(gradient_scratch_[k % 2].data(), plan[k].size);
+    return scratch[k % 2].subspan(0, plan[k].size);
   };
   std::vector<absl::Notification> filled(n), reduced(n), stepped(n);
   // The thread's first collective failure (read once it is joined), and
@@ -306,8 +324,8 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   });
   absl::Status local;
   auto fill = [&](size_t k) {
-    if (local.ok()) local = FillBucket(plan[k], grads, values(k));
-    if (!local.ok()) std::fill(values(k).begin(), values(k).end(), 0.0f);
+    if (local.ok()) local = FillBucket(plan[k], grads, values(k), *device_);
+    if (!local.ok()) ZeroFill(values(k));
     filled[k].Notify();
   };
   if (n > 0) fill(0);
@@ -315,7 +333,8 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
-      local = StepBucket(plan[k], groups_, values(k), steppers_, &changing_);
+      local = StepBucket(plan[k], groups_, values(k), steppers_, device_,
+                         &changing_);
     }
     stepped[k].Notify();
   }
@@ -338,9 +357,15 @@ int64_t ZeroOptimizer::state_bytes() const {
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity());
   for (const auto& scratch : gradient_scratch_) {
-    bytes += static_cast<int64_t>(scratch.capacity() * sizeof(float));
+    bytes += static_cast<int64_t>(scratch.capacity());
   }
   return bytes;
+}
+
+void ZeroOptimizer::ZeroFill(absl::Span<float> values) {
+  // Best effort: a device that failed the fill has failed the step already.
+  device_->Fill(values.data(), DType::kFloat32, values.size(), 0.0)
+      .IgnoreError();
 }
 
 }  // namespace distopt

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/device_buffer.h"
 #include "server/comm/communicator.h"
 #include "server/data_parallel/gradient_buckets.h"
 #include "server/data_parallel/param_groups.h"
@@ -59,11 +60,14 @@ struct ZeroOptions {
 class ZeroOptimizer {
  public:
   // `communicator` (and `budget`, where this rank's optimizer state is
-  // reserved; null for none) must outlive the optimizer. INVALID_ARGUMENT for
-  // parameters that are not float32, float16 or bfloat16, or bad
-  // hyperparameters; UNIMPLEMENTED for parameters not in host memory;
-  // FAILED_PRECONDITION on every rank, saying what differs, when the ranks were
-  // not given the same specification.
+  // reserved; null for none) must outlive the optimizer. Gradients and
+  // parameters go through its tensors() communicator, on whose device the
+  // parameters must be (host memory, or this rank's GPU: the buckets, the
+  // optimizer's state and its step stay there); the rest through it.
+  // INVALID_ARGUMENT for parameters that are not float32, float16 or
+  // bfloat16 or not on that device, or bad hyperparameters;
+  // FAILED_PRECONDITION on every rank, saying what differs, when the ranks
+  // were not given the same specification.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(
       Communicator* communicator, const OptimizerKind* kind,
       const std::string& kind_name, std::vector<ParamGroup> groups,
@@ -129,14 +133,18 @@ class ZeroOptimizer {
   int64_t scratch_bytes() const;
 
  private:
-  ZeroOptimizer(Communicator* communicator, const OptimizerKind* kind,
-                std::string kind_name, const ZeroOptions& options,
-                MemoryBudget* budget)
+  ZeroOptimizer(Communicator* communicator, std::shared_ptr<Backend> device,
+                const OptimizerKind* kind, std::string kind_name,
+                const ZeroOptions& options, MemoryBudget* budget)
       : communicator_(communicator),
+        tensors_(&communicator->tensors()),
+        device_(device),
         kind_(kind),
         kind_name_(std::move(kind_name)),
         options_(options),
-        budget_(budget) {}
+        budget_(budget),
+        gradient_scratch_{DeviceBuffer(device), DeviceBuffer(device)},
+        broadcast_scratch_(device) {}
 
   // Groups added to the optimizer: the partition with them and this
   // rank's optimizers for them (their state reserved in the budget).
@@ -160,6 +168,9 @@ class ZeroOptimizer {
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,
                                        const GroupGradientPointers& grads);
+  // Zeros where this rank's gradients could not be taken, so that it still
+  // takes part in the bucket's collective.
+  void ZeroFill(absl::Span<float> values);
   // Global positions of this rank's parameters, per group, in the local
   // optimizers' order.
   std::vector<std::vector<int64_t>> HeldPositions() const;
@@ -167,7 +178,11 @@ class ZeroOptimizer {
   // A digest of each parameter's values, for CheckSameOnEveryRank.
   SpecificationParts DescribeValues() const;
 
+  // The control collectives (host memory) and the tensors' (the
+  // parameters' device); the same communicator for a group over host memory.
   Communicator* const communicator_;
+  Communicator* const tensors_;
+  const std::shared_ptr<Backend> device_;
   const OptimizerKind* const kind_;
   const std::string kind_name_;
   const ZeroOptions options_;
@@ -182,11 +197,12 @@ class ZeroOptimizer {
   // Per group: local_[g], this rank's parameters of it, and where each of
   // the group's parameters is among them (-1 when another rank owns it).
   std::vector<GroupStepper> steppers_;
-  // Kept from step to step (a fresh buffer costs its page faults on every
-  // step), each bounded by the bucket size: two gradient buckets (one for
-  // overlap), and the bucket view's parameter bucket.
-  std::vector<float> gradient_scratch_[2];
-  std::vector<char> broadcast_scratch_;
+  // On the parameters' device, kept from step to step (a fresh buffer costs
+  // its allocation on every step), each bounded by the bucket size: two
+  // gradient buckets (one for overlap), and the bucket view's parameter
+  // bucket.
+  DeviceBuffer gradient_scratch_[2];
+  DeviceBuffer broadcast_scratch_;
   // Set when a step begins changing this rank's parameters (by stepping
   // them, or by receiving other owners'; from either thread).
   std::atomic<bool> changing_{false};

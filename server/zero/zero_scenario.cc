@@ -5,7 +5,10 @@
 #include <optional>
 #include <thread>
 
+#include "common/cpu_backend.h"
 #include "gtest/gtest.h"
+#include "server/comm/paired_communicator.h"
+#include "server/comm/staged_communicator.h"
 #include "server/comm/testing/gloo_test_ranks.h"
 #include "server/optim/functional_optimizer.h"
 #include "server/optim/registry.h"
@@ -157,8 +160,20 @@ Outcome Run(const Scenario& scenario) {
   outcome.state_bytes.resize(scenario.world);
   outcome.scratch_bytes.resize(scenario.world);
   outcome.shadowed_steps.resize(scenario.world);
+  outcome.control_bytes.resize(scenario.world);
   OnRanks(scenario.world, [&](Communicator& communicator) {
-    RunRank(scenario, kind, communicator, outcome);
+    if (scenario.staged_chunk_bytes == 0) {
+      RunRank(scenario, kind, communicator, outcome);
+      return;
+    }
+    CountingCommunicator control(communicator);
+    PairedCommunicator paired(
+        &control, CreateStagedCommunicator(&communicator, CpuBackend(),
+                                           scenario.staged_chunk_bytes));
+    RunRank(scenario, kind, paired, outcome);
+    outcome.control_bytes[communicator.rank()] =
+        control.all_reduce_bytes + control.reduce_scatter_bytes +
+        control.all_gather_bytes + control.broadcast_bytes;
   });
   return outcome;
 }

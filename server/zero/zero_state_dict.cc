@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/cpu_backend.h"
 #include "server/optim/state_dict_split.h"
 #include "server/optim/wire_optimizer.h"
 #include "server/zero/zero_optimizer.h"
@@ -108,12 +109,17 @@ SpecificationParts ZeroOptimizer::DescribeValues() const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = *groups_[g].params[i];
-      const uint64_t hash = Fingerprint(
-          absl::string_view(static_cast<const char*>(p.data()), p.byte_size()));
+      // A parameter on a GPU is read through a host copy (a load is rare).
+      absl::StatusOr<Tensor> host = p.device().is_cpu()
+                                        ? absl::StatusOr<Tensor>(p)
+                                        : p.CloneTo(CpuBackend());
       parts.emplace_back(
           absl::StrCat("the values of parameter ", positions[g][i], " (group ",
                        g, ", index ", i, ")"),
-          absl::StrCat(hash));
+          host.ok()
+              ? absl::StrCat(Fingerprint(absl::string_view(
+                    static_cast<const char*>(host->data()), host->byte_size())))
+              : absl::StrCat("unreadable (", host.status().message(), ")"));
     }
   }
   return parts;
