@@ -42,7 +42,8 @@ TEST_F(GroupServiceTest, ReportsTheGroupFromTheFlags) {
   EXPECT_EQ(info.rank(), 1);
   EXPECT_EQ(info.world_size(), 3);
   EXPECT_THAT(info.peers(), ElementsAre("127.0.0.1:1001", "127.0.0.1:1002"));
-  EXPECT_EQ(info.backend(), "gloo");
+  // Chosen from the ranks' devices once they join: none yet.
+  EXPECT_EQ(info.backend(), "");
 }
 
 TEST_F(GroupServiceTest, StoreSetsGetsWaitsAndCounts) {
@@ -142,7 +143,10 @@ TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
   for (std::thread& call : calls) call.join();
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(results[r].ok()) << r << ": " << results[r].error_message();
-    EXPECT_EQ(GetGroup(client, addresses[r]).state(), v1::GroupInfo::READY);
+    const v1::GroupInfo info = GetGroup(client, addresses[r]);
+    EXPECT_EQ(info.state(), v1::GroupInfo::READY);
+    // Every rank in host memory: the tensors go through gloo.
+    EXPECT_EQ(info.backend(), "gloo");
   }
   // A rank that is killed makes the next barrier fail on the others.
   rank2->Signal(SIGKILL);

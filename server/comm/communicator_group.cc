@@ -18,6 +18,11 @@ absl::StatusOr<Communicator*> GlooCommunicatorGroup::Subgroup(int size) {
   subgroup.subgroup_size = size;
   absl::StatusOr<std::unique_ptr<Communicator>> made =
       CreateGlooSubgroup(options_, subgroup, store_);
+  if (made.ok() && pair_ != nullptr) {
+    // Named by its size and block, so that every block's is its own.
+    made = pair_(*std::move(made),
+                 absl::StrCat("sub", size, "/", global_->rank() / size));
+  }
   if (!made.ok()) return made.status();
   Communicator* result = made->get();
   subgroups_[size] = *std::move(made);

@@ -5,8 +5,10 @@
 #ifndef DISTOPT_SERVER_COMM_COMMUNICATOR_GROUP_H_
 #define DISTOPT_SERVER_COMM_COMMUNICATOR_GROUP_H_
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/comm/communicator.h"
@@ -27,13 +29,22 @@ class CommunicatorGroup {
 };
 
 // Over gloo: subgroups are connected through `store` with `options` (the
-// group's own), and kept.
+// group's own), and kept. A group whose tensors take another communicator
+// (a GPU group's, tensor_communicators.h) pairs each subgroup with its own
+// through `pair`, called with the subgroup's gloo communicator and its
+// name.
 class GlooCommunicatorGroup : public CommunicatorGroup {
  public:
+  using Pairing = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+      std::unique_ptr<Communicator> control, const std::string& name)>;
+
   // `global` and `store` must outlive the group.
   GlooCommunicatorGroup(Communicator* global, const GlooOptions& options,
-                        RendezvousStore* store)
-      : global_(global), options_(options), store_(store) {}
+                        RendezvousStore* store, Pairing pair = nullptr)
+      : global_(global),
+        options_(options),
+        store_(store),
+        pair_(std::move(pair)) {}
 
   Communicator& global() override { return *global_; }
   absl::StatusOr<Communicator*> Subgroup(int size) override;
@@ -43,6 +54,7 @@ class GlooCommunicatorGroup : public CommunicatorGroup {
   Communicator* const global_;
   GlooOptions options_;
   RendezvousStore* const store_;
+  const Pairing pair_;
   std::map<int, std::unique_ptr<Communicator>> subgroups_;
 };
 

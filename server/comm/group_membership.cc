@@ -14,6 +14,7 @@
 #include "server/comm/gloo_communicator.h"
 #include "server/comm/peer_probe.h"
 #include "server/comm/remote_rendezvous_store.h"
+#include "server/comm/tensor_communicators.h"
 
 namespace distopt {
 namespace {
@@ -48,7 +49,8 @@ std::string Incarnation(const std::string& address) {
 // collective lock only.
 class RoundCommunicator : public ForwardingCommunicator {
  public:
-  RoundCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  RoundCommunicator(int rank, int size)
+      : rank_(rank), size_(size), tensors_(this) {}
 
   void Reset(std::unique_ptr<Communicator> round) { round_ = std::move(round); }
   void BeginCall() { succeeded_ = false; }
@@ -59,8 +61,34 @@ class RoundCommunicator : public ForwardingCommunicator {
   void SetTimeout(absl::Duration timeout) override {
     if (round_ != nullptr) round_->SetTimeout(timeout);
   }
+  // The round's tensors' communicator, as stable across rounds as this.
+  Communicator& tensors() override { return tensors_; }
 
  private:
+  class RoundTensors : public ForwardingCommunicator {
+   public:
+    explicit RoundTensors(RoundCommunicator* round) : round_(round) {}
+    int rank() const override { return round_->rank(); }
+    int size() const override { return round_->size(); }
+    // The daemon's device does not change from round to round.
+    Device device() const override {
+      return round_->round_ == nullptr ? Device::Cpu()
+                                       : round_->round_->tensors().device();
+    }
+    void SetTimeout(absl::Duration timeout) override {
+      round_->SetTimeout(timeout);
+    }
+
+   private:
+    absl::Status Forward(
+        absl::FunctionRef<absl::Status(Communicator&)> call) override {
+      return round_->Forward(
+          [&](Communicator& current) { return call(current.tensors()); });
+    }
+
+    RoundCommunicator* const round_;
+  };
+
   absl::Status Forward(
       absl::FunctionRef<absl::Status(Communicator&)> call) override {
     if (round_ == nullptr) {
@@ -76,6 +104,7 @@ class RoundCommunicator : public ForwardingCommunicator {
   const int size_;
   std::unique_ptr<Communicator> round_;
   bool succeeded_ = false;
+  RoundTensors tensors_;
 };
 
 GroupMembership::GroupMembership(const GroupSettings& settings,
@@ -271,6 +300,11 @@ std::vector<RankReplacement> GroupMembership::replacements() const {
   return replacements_;
 }
 
+std::string GroupMembership::tensor_backend() const {
+  absl::MutexLock lock(&mutex_);
+  return tensor_backend_;
+}
+
 int64_t GroupMembership::replacement_count() const {
   absl::MutexLock lock(&mutex_);
   return static_cast<int64_t>(replacements_.size());
@@ -297,8 +331,10 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
                                             absl::Duration timeout) {
   GlooOptions options;
   RendezvousStore* store = nullptr;
+  Device device;
   {
     absl::MutexLock lock(&mutex_);
+    device = settings_.device;
     options.rank = settings_.rank;
     options.size = settings_.world_size;
     options.hostname = settings_.hostname;
@@ -309,6 +345,19 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
   options.cancelled = [this] { return stopping_.load(); };
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       CreateGlooCommunicator(options, store);
+  // Then what carries the tensors, from every rank's device: the gloo
+  // communicator itself, or it paired with NCCL or staging (and a mixed
+  // group is refused, alike on every rank).
+  absl::StatusOr<TensorCommunicators> tensors =
+      communicator.ok() ? TensorCommunicators::Choose(
+                              **communicator, device, store,
+                              absl::StrCat("nccl/round", round), timeout)
+                        : communicator.status();
+  if (tensors.ok()) {
+    communicator = tensors->Pair(*std::move(communicator), "");
+  } else {
+    communicator = tensors.status();
+  }
   if (!communicator.ok()) {
     // A peer arriving later must wait for this rank's next address, not
     // connect to the one it gave up.
@@ -324,8 +373,20 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
     store->Delete(GlooRendezvousKey(previous)).IgnoreError();
   }
   global_->Reset(*std::move(communicator));
-  group_ =
-      std::make_unique<GlooCommunicatorGroup>(global_.get(), options, store);
+  group_ = std::make_unique<GlooCommunicatorGroup>(
+      global_.get(), options, store,
+      [tensors = *tensors](std::unique_ptr<Communicator> control,
+                           const std::string& name) {
+        return tensors.Pair(std::move(control), name);
+      });
+  {
+    absl::MutexLock lock(&mutex_);
+    tensor_backend_ = tensors->choice().name;
+  }
+  log::Info("group round connected",
+            {{"round", round},
+             {"tensor_backend", tensors->choice().name},
+             {"why", tensors->choice().reason}});
   return absl::OkStatus();
 }
 

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/device.h"
 #include "server/comm/communicator.h"
 #include "server/comm/communicator_group.h"
 #include "server/comm/etcd_rank_claim.h"
@@ -75,6 +76,9 @@ struct GroupSettings {
   std::string etcd_rendezvous;
   // How long the rank of a daemon that was killed stays held in etcd.
   absl::Duration rank_hold_ttl = absl::Seconds(5);
+  // Where this daemon's parameters live (--device): with the other ranks'
+  // it decides what carries the group's tensors (tensor_backend.h).
+  Device device = Device::Cpu();
 };
 
 // A rank whose daemon was replaced by another between two rounds.
@@ -115,6 +119,9 @@ class GroupMembership {
   // optimizer made when the count was another must be made again.
   std::vector<RankReplacement> replacements() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t replacement_count() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // What carries the group's tensors since the last round connected:
+  // "gloo", "nccl" or "gloo-staged" (tensor_backend.h); empty before.
+  std::string tensor_backend() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Collective, on the ranks whose optimizers were made before: when a
   // rank's daemon in etcd is not the one this daemon last connected with,
   // or that one no longer accepts connections (its replacement may still
@@ -227,6 +234,7 @@ class GroupMembership {
   std::vector<std::string> incarnations_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mutex_);
   std::vector<RankReplacement> replacements_ ABSL_GUARDED_BY(mutex_);
+  std::string tensor_backend_ ABSL_GUARDED_BY(mutex_);
   // This daemon's hold on its rank in etcd (after store_: it uses it).
   std::unique_ptr<EtcdRankClaim> claim_ ABSL_GUARDED_BY(collective_mutex_);
   std::thread joiner_;

@@ -53,6 +53,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  Device device() const override { return Device::Cuda(device_); }
   void SetTimeout(absl::Duration timeout) override { timeout_ = timeout; }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {

@@ -1,7 +1,6 @@
 #include "server/comm/tensor_backend.h"
 
 #include <map>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,17 +55,17 @@ absl::StatusOr<TensorBackendChoice> ChooseTensorBackend(
         " on GPUs; expected every rank on the same kind of device (start "
         "every daemon with --device=cpu, or every one with --device=cuda:N)"));
   }
-  // Ranks per (host, GPU): more than one is a shared GPU.
-  std::map<std::pair<std::string, std::string>, std::vector<int>> users;
+  // Ranks per GPU (UUIDs are unique): more than one is a shared GPU.
+  std::map<std::string, std::vector<int>> users;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    users[{ranks[r].host, ranks[r].identity}].push_back(static_cast<int>(r));
+    users[ranks[r].identity].push_back(static_cast<int>(r));
   }
   for (const auto& [gpu, sharing] : users) {
     if (sharing.size() > 1) {
       return TensorBackendChoice{
           TensorBackend::kStagedGloo, "gloo-staged",
           absl::StrCat("ranks ", absl::StrJoin(sharing, ", "), " share GPU ",
-                       gpu.second, " on ", gpu.first,
+                       gpu, " on ", ranks[sharing[0]].host,
                        " (NCCL needs a GPU per rank)")};
     }
   }

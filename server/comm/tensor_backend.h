@@ -10,8 +10,8 @@
 //   some ranks on CPU, some on GPUs  -> refused: FAILED_PRECONDITION naming
 //                                       the ranks and their devices.
 //
-// Two ranks share a GPU when they run on one host and their GPUs have the
-// same UUID (the index alone differs with CUDA_VISIBLE_DEVICES).
+// Two ranks share a GPU when their GPUs have the same UUID (unique to the
+// GPU; the index alone differs with CUDA_VISIBLE_DEVICES).
 #ifndef DISTOPT_SERVER_COMM_TENSOR_BACKEND_H_
 #define DISTOPT_SERVER_COMM_TENSOR_BACKEND_H_
 
@@ -25,7 +25,7 @@ namespace distopt {
 struct RankDevice {
   std::string device;    // "cpu" or "cuda:N", as --device gave it.
   std::string identity;  // "cpu", or the GPU's UUID.
-  std::string host;      // Where the daemon runs (its collective address).
+  std::string host;      // The machine's name, for messages.
   bool nccl = false;     // Whether its build has NCCL.
 
   // One line, for the exchange between ranks; Parse reads it back

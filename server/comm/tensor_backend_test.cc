@@ -38,6 +38,11 @@ TEST(TensorBackendTest, RanksSharingAGpuAreStaged) {
   EXPECT_EQ(choice->backend, TensorBackend::kStagedGloo);
   EXPECT_EQ(choice->name, "gloo-staged");
   EXPECT_THAT(choice->reason, HasSubstr("ranks 0, 2 share GPU GPU-a on h1"));
+  // The same UUID is the same GPU, whatever the host is called.
+  auto renamed = ChooseTensorBackend(
+      {Gpu(0, "GPU-a", "h1"), Gpu(0, "GPU-a", "h1.cluster")});
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(renamed->backend, TensorBackend::kStagedGloo);
 }
 
 TEST(TensorBackendTest, ARankWithoutNcclMakesTheGroupStaged) {

@@ -213,6 +213,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
       group.hostname = name;
     }
     group.timeout = options.group_timeout;
+    group.device = options.device;
     group.daemon_address = absl::StrCat(group.hostname, ":", worker->port_);
     group.secret = resolved.group_secret;
     // While the group's collectives are broken, its services say so.

@@ -12,8 +12,12 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/cpu_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/comm/paired_communicator.h"
+#include "server/comm/staged_communicator.h"
+#include "server/comm/testing/counting_communicator.h"
 #include "server/comm/testing/gloo_test_ranks.h"
 #include "server/data_parallel/testing/test_values.h"
 #include "server/optim/registry.h"
@@ -24,6 +28,7 @@ namespace {
 using data_parallel_testing::FromFloats;
 using data_parallel_testing::ParamSpec;
 using data_parallel_testing::ToFloats;
+using ::distopt::testing::CountingCommunicator;
 
 constexpr int kWorld = 4;
 const std::vector<std::vector<ParamSpec>> kModel = {
@@ -157,13 +162,60 @@ struct RankRun {
   std::vector<int64_t> steps;
   std::vector<absl::Status> errors;
   std::vector<int64_t> scratch_bytes;
+  std::vector<int64_t> control_bytes;  // With staged communicators.
 };
 
+// The group of a test whose tensors go through staged communicators of
+// `chunk_bytes` (host memory standing in for a GPU), the whole group's and
+// each subgroup's, as a group of GPU ranks sharing one does; its control
+// communicators count what they carry into `*control_bytes`.
+template <typename Body>
+void OnStagedGroups(size_t chunk_bytes, std::vector<int64_t>* control_bytes,
+                    Body body) {
+  GlooOptions base;
+  base.timeout = absl::Seconds(30);
+  absl::Status made = OnGlooThreads(
+      kWorld, base,
+      [&](Communicator& gloo, const GlooOptions& options,
+          RendezvousStore* rendezvous) {
+        // The whole group's control and each subgroup's, counted.
+        std::vector<std::unique_ptr<CountingCommunicator>> counters;
+        std::vector<std::unique_ptr<Communicator>> subgroups;
+        counters.push_back(std::make_unique<CountingCommunicator>(gloo));
+        PairedCommunicator global(
+            counters[0].get(),
+            CreateStagedCommunicator(&gloo, CpuBackend(), chunk_bytes));
+        GlooCommunicatorGroup group(
+            &global, options, rendezvous,
+            [&](std::unique_ptr<Communicator> control, const std::string&)
+                -> absl::StatusOr<std::unique_ptr<Communicator>> {
+              Communicator* host = control.get();
+              subgroups.push_back(std::move(control));
+              counters.push_back(std::make_unique<CountingCommunicator>(*host));
+              return std::unique_ptr<Communicator>(
+                  std::make_unique<PairedCommunicator>(
+                      counters.back().get(),
+                      CreateStagedCommunicator(host, CpuBackend(),
+                                               chunk_bytes)));
+            });
+        body(group);
+        int64_t bytes = 0;
+        for (const auto& counter : counters) {
+          bytes += counter->all_reduce_bytes + counter->reduce_scatter_bytes +
+                   counter->all_gather_bytes + counter->broadcast_bytes;
+        }
+        (*control_bytes)[gloo.rank()] = bytes;
+      });
+  ASSERT_TRUE(made.ok()) << made;
+}
+
 // Runs steps [first, last) on every rank, starting from `start` and, when
-// given, the state dicts of an earlier run.
+// given, the state dicts of an earlier run; with `staged_chunk_bytes`, on
+// OnStagedGroups.
 void RunRanks(int first, int last, const Model& start, RankRun& run,
               const RankRun* resume = nullptr,
-              const LocalSgdOptions& options = Options()) {
+              const LocalSgdOptions& options = Options(),
+              size_t staged_chunk_bytes = 0) {
   auto registry = OptimizerRegistry::WithBuiltins();
   run.snapshots.clear();
   for (int s = first; s < last; ++s) run.snapshots.push_back(InitialModel());
@@ -171,7 +223,8 @@ void RunRanks(int first, int last, const Model& start, RankRun& run,
   run.steps.resize(kWorld);
   run.errors.resize(kWorld);
   run.scratch_bytes.resize(kWorld);
-  OnGlooGroups(kWorld, [&](CommunicatorGroup& group) {
+  run.control_bytes.assign(kWorld, 0);
+  auto on_rank = [&](CommunicatorGroup& group) {
     const int r = group.global().rank();
     std::vector<std::vector<Tensor>> params(kModel.size());
     std::vector<ParamGroup> groups(kModel.size());
@@ -216,7 +269,12 @@ void RunRanks(int first, int last, const Model& start, RankRun& run,
     run.state_dicts[r] = *(*optimizer)->StateDict();
     run.steps[r] = (*optimizer)->step();
     run.scratch_bytes[r] = (*optimizer)->scratch_bytes();
-  });
+  };
+  if (staged_chunk_bytes == 0) {
+    OnGlooGroups(kWorld, on_rank);
+  } else {
+    OnStagedGroups(staged_chunk_bytes, &run.control_bytes, on_rank);
+  }
 }
 
 bool Close(const Tensor& got, const Tensor& expected) {
@@ -302,6 +360,37 @@ TEST(PostLocalSgdTest, SmallBucketsGiveTheSameModel) {
         for (size_t i = 0; i < kModel[g].size(); ++i) {
           EXPECT_TRUE(Close(bucketed.snapshots[s][r][g][i],
                             whole.snapshots[s][r][g][i]))
+              << "step " << s << " rank " << r << " " << g << "/" << i;
+        }
+      }
+    }
+  }
+}
+
+// A group of GPU ranks sends its tensors through other communicators than
+// its control collectives (NCCL, or gloo staged through host memory), for
+// the whole group and each subgroup: through staged ones of small chunks
+// the run follows the same schedule to the reference, and the control
+// communicators carry less than one step's gradients.
+TEST(PostLocalSgdTest, ThroughStagedCommunicatorsTheRunIsTheSame) {
+  constexpr int kSteps = 9;
+  const std::vector<Model> reference = Reference(kSteps);
+  LocalSgdOptions options = Options();
+  options.bucket_bytes = 64;
+  RankRun run;
+  RunRanks(0, kSteps, InitialModel(), run, nullptr, options,
+           /*staged_chunk_bytes=*/40);
+  int64_t model_bytes = 0;
+  const Model model = InitialModel();
+  for (const auto& group : model[0]) {
+    for (const Tensor& p : group) model_bytes += p.byte_size();
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_LT(run.control_bytes[r], model_bytes) << "rank " << r;
+    for (int s = 0; s < kSteps; ++s) {
+      for (size_t g = 0; g < kModel.size(); ++g) {
+        for (size_t i = 0; i < kModel[g].size(); ++i) {
+          EXPECT_TRUE(Close(run.snapshots[s][r][g][i], reference[s][r][g][i]))
               << "step " << s << " rank " << r << " " << g << "/" << i;
         }
       }

@@ -55,10 +55,10 @@ void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
   response->set_world_size(flags_.world_size);
   for (const std::string& peer : flags_.peers) response->add_peers(peer);
   response->set_rendezvous(flags_.rendezvous);
-  // Groups run their collectives on gloo (the data-parallel optimizers
-  // take host parameters).
-  response->set_backend("gloo");
   const GroupMembership* membership = membership_->load();
+  // What the last connected round chose from the ranks' devices.
+  if (membership != nullptr)
+    response->set_backend(membership->tensor_backend());
   if (membership == nullptr) {
     response->set_state(flags_.world_size == 1 ? v1::GroupInfo::SINGLE
                                                : v1::GroupInfo::JOINING);

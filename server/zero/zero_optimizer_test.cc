@@ -24,7 +24,7 @@
 namespace distopt {
 namespace {
 
-using zero_testing::CountingCommunicator;
+using ::distopt::testing::CountingCommunicator;
 using zero_testing::Outcome;
 using zero_testing::ParamSpec;
 using zero_testing::Scenario;

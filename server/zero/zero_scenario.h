@@ -7,14 +7,13 @@
 #ifndef DISTOPT_SERVER_ZERO_ZERO_SCENARIO_H_
 #define DISTOPT_SERVER_ZERO_ZERO_SCENARIO_H_
 
-#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "server/comm/communicator.h"
-#include "server/comm/forwarding_communicator.h"
+#include "server/comm/testing/counting_communicator.h"
 #include "server/data_parallel/testing/test_values.h"
 #include "server/optim/hyperparameters.h"
 #include "server/zero/zero_optimizer.h"
@@ -27,6 +26,7 @@ using data_parallel_testing::Gradient;
 using data_parallel_testing::Initial;
 using data_parallel_testing::ParamSpec;
 using data_parallel_testing::ToFloats;
+using ::distopt::testing::CountingCommunicator;
 
 struct Scenario {
   std::string kind = "adam";
@@ -52,68 +52,6 @@ struct Scenario {
   // for the GPU, as in a group of GPU ranks that share one: the optimizer
   // must send every tensor through Communicator::tensors().
   size_t staged_chunk_bytes = 0;
-};
-
-// Passes every collective to the inner communicator, counting the all-reduces
-// (started(n) says whether the n-th has begun) and the bytes each kind was
-// given.
-class CountingCommunicator : public ForwardingCommunicator {
- public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
-
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void SetTimeout(absl::Duration timeout) override {
-    inner_.SetTimeout(timeout);
-  }
-  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
-    ++calls_;
-    all_reduce_bytes += values.size() * sizeof(float);
-    return ForwardingCommunicator::AllReduce(values, op);
-  }
-  absl::Status ReduceScatterBlocks(absl::Span<float> values,
-                                   absl::Span<const size_t> counts,
-                                   ReduceOp op) override {
-    reduce_scatter_bytes += values.size() * sizeof(float);
-    return ForwardingCommunicator::ReduceScatterBlocks(values, counts, op);
-  }
-  absl::Status AllGatherBlocks(absl::Span<char> bytes,
-                               absl::Span<const size_t> counts) override {
-    all_gather_bytes += bytes.size();
-    return ForwardingCommunicator::AllGatherBlocks(bytes, counts);
-  }
-  absl::Status AllGatherSegments(
-      const std::vector<std::vector<absl::Span<char>>>& blocks) override {
-    for (const auto& block : blocks) {
-      for (absl::Span<char> segment : block) all_gather_bytes += segment.size();
-    }
-    return ForwardingCommunicator::AllGatherSegments(blocks);
-  }
-  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
-    broadcast_bytes += bytes.size();
-    return ForwardingCommunicator::BroadcastBytes(bytes, root);
-  }
-
-  void StartCounting() {
-    calls_ = 0;
-    all_reduce_bytes = reduce_scatter_bytes = all_gather_bytes =
-        broadcast_bytes = 0;
-  }
-  bool started(int n) const { return calls_ >= n; }
-
-  std::atomic<size_t> all_reduce_bytes{0};
-  std::atomic<size_t> reduce_scatter_bytes{0};
-  std::atomic<size_t> all_gather_bytes{0};
-  std::atomic<size_t> broadcast_bytes{0};
-
- private:
-  absl::Status Forward(
-      absl::FunctionRef<absl::Status(Communicator&)> call) override {
-    return call(inner_);
-  }
-
-  Communicator& inner_;
-  std::atomic<int> calls_{0};
 };
 
 struct Outcome {

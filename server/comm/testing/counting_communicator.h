@@ -1,0 +1,80 @@
+// For tests: a communicator that passes every collective to another and
+// counts what it was given.
+#ifndef DISTOPT_SERVER_COMM_TESTING_COUNTING_COMMUNICATOR_H_
+#define DISTOPT_SERVER_COMM_TESTING_COUNTING_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstddef>
+#include <vector>
+
+#include "server/comm/forwarding_communicator.h"
+
+namespace distopt {
+namespace testing {
+
+// Passes every collective to the inner communicator, counting the all-reduces
+// (started(n) says whether the n-th has begun) and the bytes each kind was
+// given.
+class CountingCommunicator : public ForwardingCommunicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void SetTimeout(absl::Duration timeout) override {
+    inner_.SetTimeout(timeout);
+  }
+  absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
+    ++calls_;
+    all_reduce_bytes += values.size() * sizeof(float);
+    return ForwardingCommunicator::AllReduce(values, op);
+  }
+  absl::Status ReduceScatterBlocks(absl::Span<float> values,
+                                   absl::Span<const size_t> counts,
+                                   ReduceOp op) override {
+    reduce_scatter_bytes += values.size() * sizeof(float);
+    return ForwardingCommunicator::ReduceScatterBlocks(values, counts, op);
+  }
+  absl::Status AllGatherBlocks(absl::Span<char> bytes,
+                               absl::Span<const size_t> counts) override {
+    all_gather_bytes += bytes.size();
+    return ForwardingCommunicator::AllGatherBlocks(bytes, counts);
+  }
+  absl::Status AllGatherSegments(
+      const std::vector<std::vector<absl::Span<char>>>& blocks) override {
+    for (const auto& block : blocks) {
+      for (absl::Span<char> segment : block) all_gather_bytes += segment.size();
+    }
+    return ForwardingCommunicator::AllGatherSegments(blocks);
+  }
+  absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    broadcast_bytes += bytes.size();
+    return ForwardingCommunicator::BroadcastBytes(bytes, root);
+  }
+
+  void StartCounting() {
+    calls_ = 0;
+    all_reduce_bytes = reduce_scatter_bytes = all_gather_bytes =
+        broadcast_bytes = 0;
+  }
+  bool started(int n) const { return calls_ >= n; }
+
+  std::atomic<size_t> all_reduce_bytes{0};
+  std::atomic<size_t> reduce_scatter_bytes{0};
+  std::atomic<size_t> all_gather_bytes{0};
+  std::atomic<size_t> broadcast_bytes{0};
+
+ private:
+  absl::Status Forward(
+      absl::FunctionRef<absl::Status(Communicator&)> call) override {
+    return call(inner_);
+  }
+
+  Communicator& inner_;
+  std::atomic<int> calls_{0};
+};
+
+}  // namespace testing
+}  // namespace distopt
+
+#endif  // DISTOPT_SERVER_COMM_TESTING_COUNTING_COMMUNICATOR_H_
