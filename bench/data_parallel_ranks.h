@@ -99,8 +99,11 @@ inline bool PushGradients(Client& client, Ranks& ranks) {
   });
 }
 
+// `device`: the daemons' --device (both on one GPU share it: their group
+// stages its tensors through host memory).
 inline bool StartRanks(Client& client, Ranks& ranks,
-                       const Model& model = Model()) {
+                       const Model& model = Model(),
+                       const std::string& device = "cpu") {
   ranks.model = model;
   for (int r = 0; r < kWorld; ++r) {
     LocalWorkerOptions options;
@@ -108,7 +111,8 @@ inline bool StartRanks(Client& client, Ranks& ranks,
     options.flags = {absl::StrCat("--rank=", r),
                      absl::StrCat("--world_size=", kWorld),
                      r == 0 ? "--rendezvous=127.0.0.1:1"
-                            : "--rendezvous=" + ranks.addresses[0]};
+                            : "--rendezvous=" + ranks.addresses[0],
+                     "--device=" + device};
     auto daemon = LocalWorker::Start(options);
     if (!daemon.ok()) {
       std::printf("cannot start rank %d: %s\n", r,

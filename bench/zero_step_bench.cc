@@ -14,7 +14,9 @@
 // Cases: BM_ZeroStep/0 (per-parameter broadcast), /1 (bucket view), /2
 // (overlap), /3 (gradient-sharded), /4 (gradient-sharded with overlap);
 // BM_PlainAdam; BM_ZeroSmallTensors/0 and /3 (200 parameters of 1024
-// values, ZeRO-1 and gradient-sharded). Counters: each rank's optimizer
+// values, ZeRO-1 and gradient-sharded); BM_ZeroStepGpu/0 to /4, the modes
+// with both ranks' parameters on cuda:0 (skipped without a GPU), against a
+// device-to-device copy of the model's bytes. Counters: each rank's optimizer
 // state, its peak memory above the parameters' (the daemon's VmHWM minus
 // its RSS once the parameters were made: gradients, state and the step's
 // scratch), the step as a multiple of the limit, and the PyTorch peer's
@@ -45,6 +47,7 @@
 #include "client/client.h"
 #include "client/data_parallel.h"
 #include "client/local_worker.h"
+#include "common/backend.h"
 
 namespace distopt {
 namespace {
@@ -124,10 +127,11 @@ int Iterations(const Model& model) {
   return model.bytes() < (16 << 20) ? 100 : kIterations;
 }
 
-ZeroFigures RunZero(Client& client, int mode, const Model& model = Model()) {
+ZeroFigures RunZero(Client& client, int mode, const Model& model = Model(),
+                    const std::string& device = "cpu") {
   ZeroFigures figures;
   Ranks ranks;
-  if (!StartRanks(client, ranks, model)) return figures;
+  if (!StartRanks(client, ranks, model, device)) return figures;
   v1::CreateZeroRequest spec;
   spec.set_kind("adam");
   spec.set_timeout_ms(600000);
@@ -352,6 +356,61 @@ void BM_ZeroSmallTensors(benchmark::State& state) {
 BENCHMARK(BM_ZeroSmallTensors)
     ->Arg(kPerParameter)
     ->Arg(kSharded)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The GPU half: both ranks' parameters on cuda:0 (they share it, so their
+// group stages the tensors through page-locked host memory, "gloo-staged"),
+// the step against a device-to-device copy of the model's bytes timed in
+// the same run (the GPU's own memory bandwidth), and against the CPU raw
+// all-reduce. Skipped without a GPU.
+double DeviceCopySeconds(const Model& model) {
+  absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(Device::Cuda(0));
+  if (!gpu.ok()) return -1;
+  absl::StatusOr<void*> from = (*gpu)->Allocate(model.bytes());
+  absl::StatusOr<void*> to = (*gpu)->Allocate(model.bytes());
+  if (!from.ok() || !to.ok()) return -1;
+  std::vector<double> seconds;
+  for (int it = 0; it < bench::kWarmup + kIterations; ++it) {
+    const double taken = bench::SecondsOf([&] {
+      (*gpu)->CopyWithinDevice(*to, *from, model.bytes()).IgnoreError();
+    });
+    if (it >= bench::kWarmup) seconds.push_back(taken);
+  }
+  (*gpu)->Free(*from);
+  (*gpu)->Free(*to);
+  return bench::Median(seconds);
+}
+
+void BM_ZeroStepGpu(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  absl::StatusOr<std::shared_ptr<Backend>> gpu = GetBackend(Device::Cuda(0));
+  if (!gpu.ok()) {
+    state.SkipWithError(
+        absl::StrCat("no GPU: ", gpu.status().message()).c_str());
+    return;
+  }
+  Client client;
+  ZeroFigures figures;
+  for (auto _ : state) {
+    figures = RunZero(client, mode, Model(), "cuda:0");
+    if (figures.step_s < 0) {
+      state.SkipWithError("the ranks did not step (see the daemons' log)");
+      return;
+    }
+    state.SetIterationTime(figures.step_s);
+  }
+  const double copy_s = DeviceCopySeconds(Model());
+  if (copy_s > 0) {
+    state.counters["d2d_copy_s"] = copy_s;
+    state.counters["of_d2d_copy"] = figures.step_s / copy_s;
+  }
+  SetLimitCounters(state, Model(), mode, figures.step_s);
+  state.SetLabel(absl::StrCat(ModeLabel(mode), ", on cuda:0 (gloo-staged)"));
+}
+BENCHMARK(BM_ZeroStepGpu)
+    ->DenseRange(kPerParameter, kShardedOverlap)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

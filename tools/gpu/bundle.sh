@@ -24,8 +24,10 @@ targets=(
   //server/comm:nccl_communicator_test
   //tests:daemon_test
   //tests:digits_training_test
+  //tests:gpu_data_parallel_test
   //server:distopt_worker
   //bench:optimizer_step_bench
+  //bench:zero_step_bench
 )
 # Static linking of the project's own libraries: the binaries move alone.
 bazel build -c opt --dynamic_mode=off "${targets[@]}"

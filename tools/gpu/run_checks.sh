@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over a bundle from tools/gpu/bundle.sh: the CUDA
-# tests (no longer skipped there) and the GPU half of the optimizer
-# benchmark. Logs go to $OUT when the device tool sets it.
+# tests (no longer skipped there), the data-parallel tests on GPU ranks,
+# and the GPU halves of the optimizer and ZeRO benchmarks. Logs go to $OUT
+# when the device tool sets it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 unpacked=$(mktemp -d)
@@ -37,10 +38,16 @@ while read -r soname; do
   [ -n "$found" ] || status=1
 done <"$bundle/dlopened.txt"
 for test in cuda_backend_test cuda_parity_test ops_test \
-    nccl_communicator_test daemon_test digits_training_test; do
+    nccl_communicator_test daemon_test digits_training_test \
+    gpu_data_parallel_test; do
   echo "=== $test" | tee -a "$log"
   "$bundle/bin/$test" --gtest_brief=1 2>&1 | tee -a "$log" || status=1
 done
 echo "=== optimizer_step_bench" | tee -a "$log"
 "$bundle/bin/optimizer_step_bench" 2>&1 | tee -a "$log" || status=1
+# The GPU half of the ZeRO benchmark (issue 19): two ranks sharing cuda:0,
+# each mode, against a device-to-device copy of the model's bytes.
+echo "=== zero_step_bench (GPU half)" | tee -a "$log"
+"$bundle/bin/zero_step_bench" --benchmark_filter='BM_ZeroStepGpu' 2>&1 |
+  tee -a "$log" || status=1
 exit $status
