@@ -216,6 +216,10 @@ std::string CopyHostToDevice(int device, void* dst, const void* src,
   if (error == cudaSuccess) {
     error = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
   }
+  // cudaMemcpy may return before this copy is done (from pageable host
+  // memory, or within the device), and NCCL's stream is not ordered after
+  // the default one: complete it, as the Backend interface promises.
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
   return ErrorText(error);
 }
 
@@ -234,6 +238,10 @@ std::string CopyDeviceToDevice(int device, void* dst, const void* src,
   if (error == cudaSuccess) {
     error = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
   }
+  // cudaMemcpy may return before this copy is done (from pageable host
+  // memory, or within the device), and NCCL's stream is not ordered after
+  // the default one: complete it, as the Backend interface promises.
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
   return ErrorText(error);
 }
 

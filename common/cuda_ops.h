@@ -4,8 +4,9 @@
 // every one of them fails.
 //
 // Each operation returns an empty string on success and the CUDA error text
-// otherwise. All are safe to call from any thread; each selects `device`
-// on the calling thread first.
+// otherwise; copies and kernels are complete when it returns (so work on
+// any other stream, NCCL's, sees their results). All are safe to call from any
+// thread; each selects `device` on the calling thread first.
 #ifndef DISTOPT_COMMON_CUDA_OPS_H_
 #define DISTOPT_COMMON_CUDA_OPS_H_
 

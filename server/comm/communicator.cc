@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/backend.h"
-#include "common/device_buffer.h"
 
 namespace distopt {
 
@@ -22,13 +21,16 @@ absl::Status Communicator::AllGatherSegments(
   size_t total = 0;
   for (size_t count : counts) total += count;
   // On the communicator's device (its collectives' spans live there).
-  absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device());
-  if (!backend.ok()) return backend.status();
+  if (packing_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device());
+    if (!backend.ok()) return AsCollectiveFailure(backend.status());
+    packing_ = std::make_unique<DeviceBuffer>(*backend);
+  }
+  Backend* const backend = &packing_->backend();
   // Bounded by the caller's blocks (a bucket); not zero-filled: every byte
   // is written before it is read.
-  DeviceBuffer buffer(*backend);
-  absl::StatusOr<char*> reserved = buffer.Reserve(total);
-  if (!reserved.ok()) return reserved.status();
+  absl::StatusOr<char*> reserved = packing_->Reserve(total);
+  if (!reserved.ok()) return AsCollectiveFailure(reserved.status());
   char* const packed_data = *reserved;
   absl::Status copied;
   auto for_each_segment = [&](auto visit) {
@@ -42,7 +44,7 @@ absl::Status Communicator::AllGatherSegments(
   };
   for_each_segment([&](int r, absl::Span<char> segment, char* at) {
     if (r == rank() && copied.ok()) {
-      copied = (*backend)->CopyWithinDevice(at, segment.data(), segment.size());
+      copied = backend->CopyWithinDevice(at, segment.data(), segment.size());
     }
   });
   // A failed copy still takes part, so that no peer waits for this rank.
@@ -51,10 +53,10 @@ absl::Status Communicator::AllGatherSegments(
   if (!status.ok()) return status;
   for_each_segment([&](int r, absl::Span<char> segment, char* at) {
     if (r != rank() && copied.ok()) {
-      copied = (*backend)->CopyWithinDevice(segment.data(), at, segment.size());
+      copied = backend->CopyWithinDevice(segment.data(), at, segment.size());
     }
   });
-  return copied;
+  return AsCollectiveFailure(copied);
 }
 
 }  // namespace distopt

@@ -6,6 +6,7 @@
 #ifndef DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 #define DISTOPT_SERVER_COMM_COMMUNICATOR_H_
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/device.h"
+#include "common/device_buffer.h"
 
 namespace distopt {
 
@@ -28,6 +30,15 @@ inline void MarkCollectiveFailure(absl::Status& status) {
 }
 inline bool IsCollectiveFailure(const absl::Status& status) {
   return status.GetPayload(kCollectiveFailurePayload).has_value();
+}
+// A rank that cannot do its part of a collective sequence (no memory for a
+// bucket, a failed device copy) fails as a lost peer would: its error is a
+// collective failure, its round is broken, and its peers' next collectives
+// time out, rather than the ranks going on with collectives that no longer
+// pair up. OK stays OK.
+inline absl::Status AsCollectiveFailure(absl::Status status) {
+  if (!status.ok()) MarkCollectiveFailure(status);
+  return status;
 }
 
 // fp32 values as the bytes the byte collectives take.
@@ -85,7 +96,8 @@ class Communicator {
   // (the same sizes on every rank), this rank's own read, the others'
   // written, so that the bytes go straight from and to where they live (a
   // parameter's tensor, say). This default packs them into one buffer of
-  // the blocks' total size on device() around AllGatherBlocks.
+  // the blocks' total size on device(), kept from call to call, around
+  // AllGatherBlocks.
   virtual absl::Status AllGatherSegments(
       const std::vector<std::vector<absl::Span<char>>>& blocks);
   virtual absl::Status Barrier() = 0;
@@ -98,6 +110,10 @@ class Communicator {
   // ranks leave untouched and may pass empty.
   virtual absl::Status GatherBytes(absl::Span<const char> input,
                                    absl::Span<char> output, int root) = 0;
+
+ private:
+  // The default AllGatherSegments' buffer (null until first used).
+  std::unique_ptr<DeviceBuffer> packing_;
 };
 
 }  // namespace distopt

@@ -255,17 +255,21 @@ class NcclCommunicator : public Communicator {
     }
     const absl::Time deadline = absl::Now() + timeout_;
     while (true) {
-      const cudaError_t state = cudaStreamQuery(stream_);
-      if (state == cudaSuccess) return absl::OkStatus();
-      if (state != cudaErrorNotReady) {
-        broken_ = true;
-        return CudaError(what, state);
-      }
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
         broken_ = true;
         return NcclError(what, async);
+      }
+      // A non-blocking communicator may still be enqueueing the call
+      // (ncclInProgress): until it is done, an idle stream says nothing.
+      if (async == ncclSuccess) {
+        const cudaError_t state = cudaStreamQuery(stream_);
+        if (state == cudaSuccess) return absl::OkStatus();
+        if (state != cudaErrorNotReady) {
+          broken_ = true;
+          return CudaError(what, state);
+        }
       }
       if (absl::Now() >= deadline) {
         broken_ = true;

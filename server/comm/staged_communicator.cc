@@ -1,6 +1,7 @@
 #include "server/comm/staged_communicator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -27,8 +28,11 @@ class StagedCommunicator : public Communicator {
                      size_t chunk_bytes)
       : host_(host),
         device_(device),
-        chunk_bytes_(std::max(
-            chunk_bytes, sizeof(float) * static_cast<size_t>(host->size()))),
+        // The gathers and the reduce-scatter stage one value per rank and
+        // one more per chunk at least.
+        chunk_bytes_(
+            std::max(chunk_bytes,
+                     sizeof(float) * (static_cast<size_t>(host->size()) + 1))),
         staging_{DeviceBuffer(device, DeviceBuffer::Kind::kStaging),
                  DeviceBuffer(device, DeviceBuffer::Kind::kStaging)} {}
 
@@ -338,8 +342,13 @@ class StagedCommunicator : public Communicator {
     absl::Status copies;
     auto copy = [&](const std::function<absl::Status(size_t, char*)>& step,
                     size_t k) {
-      if (!step || !copies.ok()) return;
-      copies = step(k, buffers[k % 2]);
+      if (!step) return;
+      if (copies.ok()) copies = step(k, buffers[k % 2]);
+      // A chunk this rank could not stage goes out as zeros, not as what
+      // the buffer held before.
+      if (!copies.ok() && &step == &steps.stage_in) {
+        std::memset(buffers[k % 2], 0, chunk_bytes_);
+      }
     };
     copy(steps.stage_in, 0);
     for (size_t k = 0; k < chunks; ++k) {
@@ -355,6 +364,11 @@ class StagedCommunicator : public Communicator {
       if (!status.ok()) return status;
     }
     copy(steps.stage_out, chunks - 1);
+    // This rank's part of the collective is lost (its peers summed zeros,
+    // or it did not write back what it received): a failure of the
+    // collective, as a lost peer's is, so that the caller's round is
+    // marked broken rather than going on as if only this rank erred.
+    if (!copies.ok()) MarkCollectiveFailure(copies);
     return copies;
   }
 

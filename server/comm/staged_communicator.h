@@ -13,9 +13,11 @@
 //
 // Timeouts and failures are the host communicator's: a dead peer is its
 // error on every surviving rank. A copy that fails (a CUDA error) does not
-// stop this rank's part in the remaining chunks' collectives, so that no
-// peer waits for it; the call then returns the copy's error. Serialised as
-// any communicator: one collective at a time.
+// stop this rank's part in the remaining chunks' collectives (a chunk it
+// could not stage goes out as zeros), so that no peer waits for it; the
+// call then returns the copy's error marked as a collective failure
+// (communicator.h): the caller treats it as a broken round, as it would a
+// lost peer. Serialised as any communicator: one collective at a time.
 #ifndef DISTOPT_SERVER_COMM_STAGED_COMMUNICATOR_H_
 #define DISTOPT_SERVER_COMM_STAGED_COMMUNICATOR_H_
 
@@ -32,7 +34,8 @@ namespace distopt {
 inline constexpr size_t kDefaultStagingChunkBytes = size_t{4} << 20;
 
 // `host` (over host memory) must outlive the returned communicator; its
-// spans are `device`'s memory. `chunk_bytes` is at least 4 bytes per rank.
+// spans are `device`'s memory. `chunk_bytes` is raised to 4 bytes per rank
+// plus 4 when smaller.
 std::unique_ptr<Communicator> CreateStagedCommunicator(
     Communicator* host, std::shared_ptr<Backend> device,
     size_t chunk_bytes = kDefaultStagingChunkBytes);

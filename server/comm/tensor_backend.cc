@@ -1,7 +1,9 @@
 #include "server/comm/tensor_backend.h"
 
+#include <cstring>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -37,6 +39,14 @@ absl::StatusOr<RankDevice> RankDevice::Parse(const std::string& text) {
 
 absl::StatusOr<TensorBackendChoice> ChooseTensorBackend(
     const std::vector<RankDevice>& ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (absl::StartsWith(ranks[r].identity, kUnusableDevice)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "group: rank ", r, " cannot use its device ", ranks[r].device, " (",
+          ranks[r].identity.substr(strlen(kUnusableDevice)),
+          "); expected a GPU every rank can identify"));
+    }
+  }
   std::vector<std::string> on_cpu, on_gpu;
   for (size_t r = 0; r < ranks.size(); ++r) {
     (ranks[r].identity == "cpu" ? on_cpu : on_gpu)

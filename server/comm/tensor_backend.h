@@ -22,11 +22,16 @@
 
 namespace distopt {
 
+// The identity of a rank whose GPU could not be read: every rank refuses
+// the group, naming it.
+inline constexpr char kUnusableDevice[] = "unusable: ";
+
 struct RankDevice {
-  std::string device;    // "cpu" or "cuda:N", as --device gave it.
-  std::string identity;  // "cpu", or the GPU's UUID.
-  std::string host;      // The machine's name, for messages.
-  bool nccl = false;     // Whether its build has NCCL.
+  std::string device;  // "cpu" or "cuda:N", as --device gave it.
+  // "cpu", or the GPU's UUID, or kUnusableDevice and why.
+  std::string identity;
+  std::string host;   // The machine's name, for messages.
+  bool nccl = false;  // Whether its build has NCCL.
 
   // One line, for the exchange between ranks; Parse reads it back
   // (INVALID_ARGUMENT for text that is not one).

@@ -65,6 +65,15 @@ TEST(TensorBackendTest, AMixedGroupIsRefusedNamingRanksAndDevices) {
   EXPECT_THAT(choice.status().message(), HasSubstr("--device=cpu"));
 }
 
+TEST(TensorBackendTest, ARankWhoseGpuCannotBeReadIsNamed) {
+  RankDevice broken = Gpu(1, std::string(kUnusableDevice) + "no UUID", "h2");
+  auto choice = ChooseTensorBackend({Gpu(0, "GPU-a", "h1"), broken});
+  ASSERT_FALSE(choice.ok());
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(choice.status().message(),
+              HasSubstr("rank 1 cannot use its device cuda:1 (no UUID)"));
+}
+
 TEST(TensorBackendTest, DescriptionsRoundTripAndBadOnesAreRefused) {
   const RankDevice device = Gpu(2, "GPU-1234", "10.0.0.7", false);
   auto parsed = RankDevice::Parse(device.Serialize());

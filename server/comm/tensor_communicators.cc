@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/backend.h"
 #include "server/comm/nccl_communicator.h"
@@ -27,11 +28,10 @@ absl::StatusOr<TensorCommunicators> TensorCommunicators::Choose(
   RankDevice mine{device.ToString(), "cpu", host, NcclCompiledIn()};
   if (device.is_cuda()) {
     absl::StatusOr<std::string> identity = DeviceIdentity(device);
-    // Still takes part in the exchange: the peers learn why.
-    mine.identity = identity.ok()
-                        ? *identity
-                        : absl::StrCat("unreadable GPU (",
-                                       identity.status().message(), ")");
+    // Still takes part in the exchange: every rank refuses, saying why.
+    mine.identity = identity.ok() ? *identity
+                                  : absl::StrCat(kUnusableDevice,
+                                                 identity.status().message());
   }
   std::string text = mine.Serialize();
   text.resize(std::min(text.size(), kDescriptionBytes - 1));
@@ -54,8 +54,15 @@ absl::StatusOr<TensorCommunicators> TensorCommunicators::Choose(
   }
   absl::StatusOr<TensorBackendChoice> choice = ChooseTensorBackend(ranks);
   if (!choice.ok()) return choice.status();
+  // Rank 0's random number makes this attempt's NCCL keys its own: a round
+  // connected again (after a failed attempt) must not read the unique id
+  // an earlier attempt left in the store.
+  uint64_t attempt = absl::Uniform<uint64_t>(absl::BitGen());
+  absl::Status agreed = gloo.BroadcastBytes(
+      absl::MakeSpan(reinterpret_cast<char*>(&attempt), sizeof(attempt)), 0);
+  if (!agreed.ok()) return agreed;
   return TensorCommunicators(*std::move(choice), device, store,
-                             std::move(nccl_prefix), timeout);
+                             absl::StrCat(nccl_prefix, "/", attempt), timeout);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> TensorCommunicators::Pair(
@@ -75,8 +82,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> TensorCommunicators::Pair(
       options.rank = control->rank();
       options.size = control->size();
       options.device = device_.index;
-      options.prefix =
-          name.empty() ? nccl_prefix_ : absl::StrCat(nccl_prefix_, "/", name);
+      // Every rank pairs its communicators in the same order: the count
+      // keeps a subgroup made again from reading the first one's keys.
+      options.prefix = absl::StrCat(nccl_prefix_, "/", (*pairs_)++, "/", name);
       options.timeout = timeout_;
       absl::StatusOr<std::unique_ptr<Communicator>> nccl =
           CreateNcclCommunicator(options, store_);

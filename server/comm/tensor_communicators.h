@@ -6,6 +6,8 @@
 #ifndef DISTOPT_SERVER_COMM_TENSOR_COMMUNICATORS_H_
 #define DISTOPT_SERVER_COMM_TENSOR_COMMUNICATORS_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -49,13 +51,17 @@ class TensorCommunicators {
         device_(device),
         store_(store),
         nccl_prefix_(std::move(nccl_prefix)),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        pairs_(std::make_shared<std::atomic<int64_t>>(0)) {}
 
   TensorBackendChoice choice_;
   Device device_;
   RendezvousStore* store_;
   std::string nccl_prefix_;
   absl::Duration timeout_;
+  // Pairs made so far, shared by the copies of this (the group's subgroup
+  // maker holds one).
+  std::shared_ptr<std::atomic<int64_t>> pairs_;
 };
 
 }  // namespace distopt

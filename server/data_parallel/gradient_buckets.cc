@@ -110,15 +110,21 @@ absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
-                        const std::shared_ptr<Backend>& device,
-                        std::atomic<bool>* changing) {
-  // The bucket's entries this rank steps, by group.
+                        DeviceBuffer* narrowed, std::atomic<bool>* changing) {
+  // The bucket's entries this rank steps, by group, and the bytes their
+  // half-precision averages take.
   std::vector<std::vector<const BucketEntry*>> by_group(groups.size());
+  size_t narrowed_bytes = 0;
   for (const BucketEntry& entry : bucket.entries) {
-    if (steppers[entry.group].position[entry.index] >= 0) {
-      by_group[entry.group].push_back(&entry);
-    }
+    if (steppers[entry.group].position[entry.index] < 0) continue;
+    by_group[entry.group].push_back(&entry);
+    const Tensor& param = *groups[entry.group].params[entry.index];
+    if (param.dtype() != DType::kFloat32) narrowed_bytes += param.byte_size();
   }
+  absl::StatusOr<char*> rounded_memory = narrowed->Reserve(narrowed_bytes);
+  if (!rounded_memory.ok()) return rounded_memory.status();
+  Backend& device = narrowed->backend();
+  char* next_rounded = *rounded_memory;
   for (size_t g = 0; g < groups.size(); ++g) {
     if (by_group[g].empty()) continue;
     const GroupStepper& stepper = steppers[g];
@@ -130,17 +136,16 @@ absl::Status StepBucket(const GradientBucket& bucket,
       float* average = values.data() + entry->offset;
       if (param.dtype() == DType::kFloat32) {
         averaged.push_back(Tensor::Borrow(average, DType::kFloat32,
-                                          param.shape(), device->device()));
+                                          param.shape(), device.device()));
       } else {
         // Rounded to the parameter's dtype, as its gradient would be.
-        absl::StatusOr<Tensor> rounded =
-            Tensor::Allocate(device, param.dtype(), param.shape());
-        if (!rounded.ok()) return rounded.status();
         absl::Status status =
-            device->Convert(rounded->data(), param.dtype(), average,
-                            DType::kFloat32, entry->count);
+            device.Convert(next_rounded, param.dtype(), average,
+                           DType::kFloat32, entry->count);
         if (!status.ok()) return status;
-        averaged.push_back(*std::move(rounded));
+        averaged.push_back(Tensor::Borrow(next_rounded, param.dtype(),
+                                          param.shape(), device.device()));
+        next_rounded += param.byte_size();
       }
       grads[stepper.position[entry->index]] = &averaged.back();
     }

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/backend.h"
+#include "common/device_buffer.h"
 #include "common/tensor.h"
 #include "server/data_parallel/param_groups.h"
 #include "server/optim/functional_optimizer.h"
@@ -78,15 +79,16 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
     const std::vector<GroupStepper>& steppers);
 
 // Steps the bucket's parameters that this rank steps (steppers[g] per
-// group) with their averaged gradients from `values` (on `device` with
-// the parameters): fp32 ones read in place, fp16/bf16 ones rounded to
-// nearest even. `*changing` turns true before the first parameter changes.
+// group) with their averaged gradients from `values` (on the parameters'
+// device): fp32 ones read in place, fp16/bf16 ones rounded to nearest even
+// into `narrowed` (on that device too, kept by the caller from step to
+// step: at most half a bucket). `*changing` turns true before the first
+// parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
-                        const std::shared_ptr<Backend>& device,
-                        std::atomic<bool>* changing);
+                        DeviceBuffer* narrowed, std::atomic<bool>* changing);
 
 }  // namespace distopt
 

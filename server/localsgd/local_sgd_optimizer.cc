@@ -188,16 +188,17 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
                 options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
   absl::StatusOr<absl::Span<float>> storage =
       gradient_storage_.Elements<float>(LargestBucket(plan));
-  if (!storage.ok()) return storage.status();
+  // A rank that cannot take part breaks the round (communicator.h).
+  if (!storage.ok()) return AsCollectiveFailure(storage.status());
   for (const GradientBucket& bucket : plan) {
     absl::Span<float> values = storage->subspan(0, bucket.size);
-    status = FillBucket(bucket, grads, values, *device_);
+    status = AsCollectiveFailure(FillBucket(bucket, grads, values, *device_));
     if (status.ok()) {
       status = (*reducer)->tensors().AllReduce(values, ReduceOp::kAverage);
     }
     if (status.ok()) {
-      status =
-          StepBucket(bucket, groups_, values, steppers_, device_, &changing_);
+      status = AsCollectiveFailure(StepBucket(
+          bucket, groups_, values, steppers_, &narrowed_storage_, &changing_));
     }
     if (!status.ok()) return status;
   }

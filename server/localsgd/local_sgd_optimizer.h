@@ -89,6 +89,7 @@ class LocalSgdOptimizer {
   // options().bucket_bytes, not by the model.
   int64_t scratch_bytes() const {
     return static_cast<int64_t>(gradient_storage_.capacity() +
+                                narrowed_storage_.capacity() +
                                 average_storage_.capacity());
   }
   int world_size() const { return world_size_; }
@@ -106,6 +107,7 @@ class LocalSgdOptimizer {
         world_size_(world_size),
         device_(device),
         gradient_storage_(device),
+        narrowed_storage_(device),
         average_storage_(device) {
     // This rank steps every parameter of every group.
     for (size_t g = 0; g < groups_.size(); ++g) {
@@ -133,6 +135,7 @@ class LocalSgdOptimizer {
   // step's scratch there.
   const std::shared_ptr<Backend> device_;
   DeviceBuffer gradient_storage_;
+  DeviceBuffer narrowed_storage_;  // fp16/bf16 averages of a bucket.
   DeviceBuffer average_storage_;
   // Set when a step begins changing this rank's parameters.
   std::atomic<bool> changing_{false};

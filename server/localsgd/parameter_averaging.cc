@@ -12,7 +12,8 @@ absl::Status AverageBucket(Communicator& communicator,
   if (size == 0) return absl::OkStatus();
   Backend& device = storage->backend();
   absl::StatusOr<absl::Span<float>> bucket = storage->Elements<float>(size);
-  if (!bucket.ok()) return bucket.status();
+  // A rank that cannot take part breaks the round (communicator.h).
+  if (!bucket.ok()) return AsCollectiveFailure(bucket.status());
   absl::Status converted;
   size_t offset = 0;
   for (Tensor* p : members) {
@@ -22,17 +23,17 @@ absl::Status AverageBucket(Communicator& communicator,
     }
     offset += p->num_elements();
   }
-  // A failed conversion still takes part, so that no peer waits for it;
-  // this rank's parameters are then left as they were.
+  // A failed conversion still takes part, so that no peer waits for it,
+  // and breaks the round: its peers averaged what the bucket held.
   absl::Status status = communicator.AllReduce(*bucket, ReduceOp::kAverage);
   if (!status.ok()) return status;
-  if (!converted.ok()) return converted;
+  if (!converted.ok()) return AsCollectiveFailure(converted);
   offset = 0;
   for (Tensor* p : members) {
     absl::Status narrowed =
         device.Convert(p->data(), p->dtype(), bucket->data() + offset,
                        DType::kFloat32, p->num_elements());
-    if (!narrowed.ok()) return narrowed;
+    if (!narrowed.ok()) return AsCollectiveFailure(narrowed);
     offset += p->num_elements();
   }
   return absl::OkStatus();

@@ -16,11 +16,9 @@ absl::Status BroadcastBucket(Communicator& communicator,
   for (const Tensor* p : members) size += p->byte_size();
   if (size == 0) return absl::OkStatus();
   Backend& device = scratch->backend();
-  // Every rank learns the same sizes, so a rank without room fails before
-  // any collective of this bucket, as its peers do only if they lack it too
-  // (they then wait for it to their timeout).
+  // A rank that cannot take part breaks the round (communicator.h).
   absl::StatusOr<absl::Span<char>> bucket = scratch->Elements<char>(size);
-  if (!bucket.ok()) return bucket.status();
+  if (!bucket.ok()) return AsCollectiveFailure(bucket.status());
   const bool sending = communicator.rank() == owner;
   absl::Status copied;
   size_t offset = 0;
@@ -36,7 +34,7 @@ absl::Status BroadcastBucket(Communicator& communicator,
   // A failed pack still takes part, so that no rank waits for the owner.
   absl::Status status = communicator.BroadcastBytes(*bucket, owner);
   if (!status.ok()) return status;
-  if (sending) return copied;
+  if (sending) return AsCollectiveFailure(copied);
   offset = 0;
   for (Tensor* p : members) {
     if (copied.ok()) {
@@ -45,7 +43,7 @@ absl::Status BroadcastBucket(Communicator& communicator,
     }
     offset += p->byte_size();
   }
-  return copied;
+  return AsCollectiveFailure(copied);
 }
 
 }  // namespace

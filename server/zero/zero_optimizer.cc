@@ -260,9 +260,9 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     const GroupGradientPointers& grads) {
   absl::StatusOr<absl::Span<float>> scratch =
       gradient_scratch_[0].Elements<float>(LargestBucket(plan));
-  // Before any collective: a rank without room for the bucket fails alike
-  // on every rank only if all lack it (AgreeOnEveryRank in Round).
-  if (!scratch.ok()) return scratch.status();
+  // Without room for a bucket this rank cannot take part: its peers' next
+  // collective times out and the round breaks, as with a lost peer.
+  if (!scratch.ok()) return AsCollectiveFailure(scratch.status());
   absl::Status local;
   for (const GradientBucket& bucket : plan) {
     absl::Span<float> values = scratch->subspan(0, bucket.size);
@@ -271,8 +271,8 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     absl::Status status = Reduce(bucket, values);
     if (!status.ok()) return status;
     if (local.ok()) {
-      local =
-          StepBucket(bucket, groups_, values, steppers_, device_, &changing_);
+      local = StepBucket(bucket, groups_, values, steppers_, &narrowed_scratch_,
+                         &changing_);
     }
     status = Gather(bucket);
     if (!status.ok()) return status;
@@ -297,7 +297,8 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<absl::Span<float>> reserved =
         gradient_scratch_[b].Elements<float>(largest);
-    if (!reserved.ok()) return reserved.status();  // As in ReduceAndStep.
+    // As in ReduceAndStep.
+    if (!reserved.ok()) return AsCollectiveFailure(reserved.status());
     scratch[b] = *reserved;
   }
   auto values = [&](size_t k) {
@@ -333,8 +334,8 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
-      local = StepBucket(plan[k], groups_, values(k), steppers_, device_,
-                         &changing_);
+      local = StepBucket(plan[k], groups_, values(k), steppers_,
+                         &narrowed_scratch_, &changing_);
     }
     stepped[k].Notify();
   }
@@ -355,7 +356,8 @@ int64_t ZeroOptimizer::state_bytes() const {
 }
 
 int64_t ZeroOptimizer::scratch_bytes() const {
-  int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity());
+  int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity() +
+                                       narrowed_scratch_.capacity());
   for (const auto& scratch : gradient_scratch_) {
     bytes += static_cast<int64_t>(scratch.capacity());
   }

@@ -144,6 +144,7 @@ class ZeroOptimizer {
         options_(options),
         budget_(budget),
         gradient_scratch_{DeviceBuffer(device), DeviceBuffer(device)},
+        narrowed_scratch_(device),
         broadcast_scratch_(device) {}
 
   // Groups added to the optimizer: the partition with them and this
@@ -199,9 +200,10 @@ class ZeroOptimizer {
   std::vector<GroupStepper> steppers_;
   // On the parameters' device, kept from step to step (a fresh buffer costs
   // its allocation on every step), each bounded by the bucket size: two
-  // gradient buckets (one for overlap), and the bucket view's parameter
-  // bucket.
+  // gradient buckets (one for overlap), a bucket's fp16/bf16 averages, and
+  // the bucket view's parameter bucket.
   DeviceBuffer gradient_scratch_[2];
+  DeviceBuffer narrowed_scratch_;
   DeviceBuffer broadcast_scratch_;
   // Set when a step begins changing this rank's parameters (by stepping
   // them, or by receiving other owners'; from either thread).
