@@ -36,6 +36,7 @@ packages=(
   slurm-client
   iproute2               # tests/multi_host_test.cc: namespaces, tc
   etcd-server            # --rendezvous=etcd://: server/comm's and tests/ etcd tests
+  etcd-client            # etcdctl: tests/slurm_test.sh reads the ranks' records
   # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
   # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
   # TSan for --config=asan and --config=tsan.

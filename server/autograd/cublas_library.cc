@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "common/dynamic_library.h"
 
 namespace distopt {
 namespace {
@@ -17,16 +17,6 @@ namespace {
 constexpr char kCublasSoname[] =
     "libcublas.so." DISTOPT_CUBLAS_TEXT(CUBLAS_VER_MAJOR);
 
-template <typename Function>
-absl::Status Resolve(void* handle, const std::string& library, const char* name,
-                     Function* function) {
-  *function = reinterpret_cast<Function>(dlsym(handle, name));
-  if (*function != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("cuBLAS: ", library, " has no function ", name,
-                   "; expected cuBLAS ", CUBLAS_VER_MAJOR, ".x"));
-}
-
 }  // namespace
 
 std::vector<std::string> CublasCandidates() {
@@ -36,31 +26,23 @@ std::vector<std::string> CublasCandidates() {
 
 absl::StatusOr<CublasLibrary> OpenCublas(
     const std::vector<std::string>& candidates) {
-  std::vector<std::string> failures;
-  for (const std::string& candidate : candidates) {
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* reason = dlerror();
-      failures.push_back(
-          absl::StrCat(candidate, ": ", reason != nullptr ? reason : "?"));
-      continue;
-    }
-    CublasLibrary library;
-    absl::Status status =
-        Resolve(handle, candidate, "cublasCreate_v2", &library.create);
-    if (status.ok()) {
-      status = Resolve(handle, candidate, "cublasSgemm_v2", &library.sgemm);
-    }
-    if (!status.ok()) {
-      dlclose(handle);
-      return status;
-    }
-    return library;
+  std::string opened;
+  absl::StatusOr<void*> handle =
+      OpenFirstLibrary(candidates, "cuBLAS", kCublasSoname, &opened);
+  if (!handle.ok()) return handle.status();
+  const std::string expected = absl::StrCat("cuBLAS ", CUBLAS_VER_MAJOR, ".x");
+  CublasLibrary library;
+  absl::Status status = ResolveFunction(*handle, opened, "cublasCreate_v2",
+                                        "cuBLAS", expected, &library.create);
+  if (status.ok()) {
+    status = ResolveFunction(*handle, opened, "cublasSgemm_v2", "cuBLAS",
+                             expected, &library.sgemm);
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "cuBLAS: cannot load it (", absl::StrJoin(failures, "; "), "); expected ",
-      kCublasSoname,
-      " on LD_LIBRARY_PATH or in the CUDA toolkit's lib64 folder"));
+  if (!status.ok()) {
+    dlclose(*handle);
+    return status;
+  }
+  return library;
 }
 
 absl::StatusOr<const CublasLibrary*> LoadCublas() {

@@ -14,9 +14,14 @@
 #include "common/metrics.h"
 #include "server/comm/block_offsets.h"
 #include "server/comm/collective_metrics.h"
+#include "server/comm/nccl_library.h"
 
 namespace distopt {
 namespace {
+
+// NCCL's functions, opened by CreateNcclCommunicator before any other use
+// (nccl_library.h).
+const NcclLibrary& Nccl() { return **LoadNccl(); }
 
 absl::Status CudaError(absl::string_view what, cudaError_t error) {
   return absl::FailedPreconditionError(
@@ -24,7 +29,8 @@ absl::Status CudaError(absl::string_view what, cudaError_t error) {
 }
 
 absl::Status NcclError(absl::string_view what, ncclResult_t result) {
-  const std::string text = absl::StrCat(what, ": ", ncclGetErrorString(result));
+  const std::string text =
+      absl::StrCat(what, ": ", Nccl().get_error_string(result));
   return result == ncclRemoteError || result == ncclSystemError
              ? absl::UnavailableError(text)
              : absl::InternalError(text);
@@ -44,9 +50,9 @@ class NcclCommunicator : public Communicator {
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
     if (broken_) {
-      ncclCommAbort(comm_);
+      Nccl().comm_abort(comm_);
     } else {
-      ncclCommDestroy(comm_);
+      Nccl().comm_destroy(comm_);
     }
     cudaStreamDestroy(stream_);
   }
@@ -58,7 +64,7 @@ class NcclCommunicator : public Communicator {
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     return Run("all-reduce", values.size() * sizeof(float), [&] {
-      return ncclAllReduce(
+      return Nccl().all_reduce(
           values.data(), values.data(), values.size(), ncclFloat32,
           op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
     });
@@ -68,8 +74,8 @@ class NcclCommunicator : public Communicator {
     absl::Status valid = CheckRoot(root);
     if (!valid.ok()) return valid;
     return Run("broadcast", values.size() * sizeof(float), [&] {
-      return ncclBroadcast(values.data(), values.data(), values.size(),
-                           ncclFloat32, root, comm_, stream_);
+      return Nccl().broadcast(values.data(), values.data(), values.size(),
+                              ncclFloat32, root, comm_, stream_);
     });
   }
 
@@ -81,8 +87,8 @@ class NcclCommunicator : public Communicator {
                        input.size() * size_, " (size x input)"));
     }
     return Run("all-gather", output.size() * sizeof(float), [&] {
-      return ncclAllGather(input.data(), output.data(), input.size(),
-                           ncclFloat32, comm_, stream_);
+      return Nccl().all_gather(input.data(), output.data(), input.size(),
+                               ncclFloat32, comm_, stream_);
     });
   }
 
@@ -94,7 +100,7 @@ class NcclCommunicator : public Communicator {
                        output.size() * size_, " (size x output)"));
     }
     return Run("reduce-scatter", input.size() * sizeof(float), [&] {
-      return ncclReduceScatter(
+      return Nccl().reduce_scatter(
           input.data(), output.data(), output.size(), ncclFloat32,
           op == ReduceOp::kSum ? ncclSum : ncclAvg, comm_, stream_);
     });
@@ -112,16 +118,16 @@ class NcclCommunicator : public Communicator {
     const ncclRedOp_t reduction = op == ReduceOp::kSum ? ncclSum : ncclAvg;
     if (EvenBlocks(counts)) {
       return Run("reduce-scatter", values.size() * sizeof(float), [&] {
-        return ncclReduceScatter(values.data(),
-                                 values.data() + (*offsets)[rank_], counts[0],
-                                 ncclFloat32, reduction, comm_, stream_);
+        return Nccl().reduce_scatter(
+            values.data(), values.data() + (*offsets)[rank_], counts[0],
+            ncclFloat32, reduction, comm_, stream_);
       });
     }
     return Run("reduce-scatter", values.size() * sizeof(float), [&] {
       return PerBlock(counts, [&](int r) {
         float* block = values.data() + (*offsets)[r];
-        return ncclReduce(block, block, counts[r], ncclFloat32, reduction, r,
-                          comm_, stream_);
+        return Nccl().reduce(block, block, counts[r], ncclFloat32, reduction, r,
+                             comm_, stream_);
       });
     });
   }
@@ -135,15 +141,15 @@ class NcclCommunicator : public Communicator {
     if (!offsets.ok()) return offsets.status();
     if (EvenBlocks(counts)) {
       return Run("all-gather", bytes.size(), [&] {
-        return ncclAllGather(bytes.data() + (*offsets)[rank_], bytes.data(),
-                             counts[0], ncclChar, comm_, stream_);
+        return Nccl().all_gather(bytes.data() + (*offsets)[rank_], bytes.data(),
+                                 counts[0], ncclChar, comm_, stream_);
       });
     }
     return Run("all-gather", bytes.size(), [&] {
       return PerBlock(counts, [&](int r) {
         char* block = bytes.data() + (*offsets)[r];
-        return ncclBroadcast(block, block, counts[r], ncclChar, r, comm_,
-                             stream_);
+        return Nccl().broadcast(block, block, counts[r], ncclChar, r, comm_,
+                                stream_);
       });
     });
   }
@@ -162,8 +168,8 @@ class NcclCommunicator : public Communicator {
     absl::Status valid = CheckRoot(root);
     if (!valid.ok()) return valid;
     return Run("broadcast", bytes.size(), [&] {
-      return ncclBroadcast(bytes.data(), bytes.data(), bytes.size(), ncclUint8,
-                           root, comm_, stream_);
+      return Nccl().broadcast(bytes.data(), bytes.data(), bytes.size(),
+                              ncclUint8, root, comm_, stream_);
     });
   }
 
@@ -179,25 +185,25 @@ class NcclCommunicator : public Communicator {
                        input.size() * size_, " (size x input)"));
     }
     return Run("gather", input.size(), [&]() -> ncclResult_t {
-      ncclResult_t result = ncclGroupStart();
+      ncclResult_t result = Nccl().group_start();
       if (result != ncclSuccess) return result;
       if (rank_ == root) {
         for (int r = 0; r < size_ && result == ncclSuccess; ++r) {
           char* slot = output.data() + r * input.size();
-          result =
-              r == root
-                  ? (cudaMemcpyAsync(slot, input.data(), input.size(),
-                                     cudaMemcpyDeviceToDevice,
-                                     stream_) == cudaSuccess
-                         ? ncclSuccess
-                         : ncclUnhandledCudaError)
-                  : ncclRecv(slot, input.size(), ncclUint8, r, comm_, stream_);
+          result = r == root
+                       ? (cudaMemcpyAsync(slot, input.data(), input.size(),
+                                          cudaMemcpyDeviceToDevice,
+                                          stream_) == cudaSuccess
+                              ? ncclSuccess
+                              : ncclUnhandledCudaError)
+                       : Nccl().recv(slot, input.size(), ncclUint8, r, comm_,
+                                     stream_);
         }
       } else {
-        result = ncclSend(input.data(), input.size(), ncclUint8, root, comm_,
-                          stream_);
+        result = Nccl().send(input.data(), input.size(), ncclUint8, root, comm_,
+                             stream_);
       }
-      ncclResult_t ended = ncclGroupEnd();
+      ncclResult_t ended = Nccl().group_end();
       return result != ncclSuccess ? result : ended;
     });
   }
@@ -211,12 +217,12 @@ class NcclCommunicator : public Communicator {
   // block(r) for every rank's non-empty block, in one NCCL group.
   template <typename Block>
   ncclResult_t PerBlock(absl::Span<const size_t> counts, Block block) {
-    ncclResult_t result = ncclGroupStart();
+    ncclResult_t result = Nccl().group_start();
     if (result != ncclSuccess) return result;
     for (int r = 0; r < size_ && result == ncclSuccess; ++r) {
       if (counts[r] > 0) result = block(r);
     }
-    const ncclResult_t ended = ncclGroupEnd();
+    const ncclResult_t ended = Nccl().group_end();
     return result != ncclSuccess ? result : ended;
   }
 
@@ -256,7 +262,7 @@ class NcclCommunicator : public Communicator {
     const absl::Time deadline = absl::Now() + timeout_;
     while (true) {
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      Nccl().comm_get_async_error(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
         broken_ = true;
         return NcclError(what, async);
@@ -296,7 +302,7 @@ absl::Status AwaitInit(ncclComm_t comm, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     ncclResult_t state = ncclSuccess;
-    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    ncclResult_t result = Nccl().comm_get_async_error(comm, &state);
     if (result != ncclSuccess) return NcclError("nccl init", result);
     if (state == ncclSuccess) return absl::OkStatus();
     if (state != ncclInProgress) return NcclError("nccl init", state);
@@ -320,6 +326,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
         absl::StrCat("rank: ", options.rank, "; expected 0 to ",
                      options.size - 1, " for a group of ", options.size));
   }
+  absl::StatusOr<const NcclLibrary*> loaded = LoadNccl();
+  if (!loaded.ok()) return loaded.status();
   cudaError_t error = cudaSetDevice(options.device);
   if (error != cudaSuccess) {
     return CudaError(absl::StrCat("device cuda:", options.device), error);
@@ -327,7 +335,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   const std::string key = absl::StrCat(options.prefix, "/unique_id");
   ncclUniqueId id;
   if (options.rank == 0) {
-    ncclResult_t result = ncclGetUniqueId(&id);
+    ncclResult_t result = Nccl().get_unique_id(&id);
     if (result != ncclSuccess) return NcclError("nccl unique id", result);
     absl::Status set =
         store->Set(key, std::string(id.internal, sizeof(id.internal)));
@@ -344,20 +352,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t result =
-      ncclCommInitRankConfig(&comm, options.size, id, options.rank, &config);
+  ncclResult_t result = Nccl().comm_init_rank_config(&comm, options.size, id,
+                                                     options.rank, &config);
   if (result != ncclSuccess && result != ncclInProgress) {
     return NcclError("nccl init", result);
   }
   absl::Status ready = AwaitInit(comm, options.timeout);
   if (!ready.ok()) {
-    ncclCommAbort(comm);
+    Nccl().comm_abort(comm);
     return ready;
   }
   cudaStream_t stream = nullptr;
   error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (error != cudaSuccess) {
-    ncclCommAbort(comm);
+    Nccl().comm_abort(comm);
     return CudaError("nccl stream", error);
   }
   return std::unique_ptr<Communicator>(

@@ -11,8 +11,9 @@
 # the GPU machine: its toolkit at /usr/local/cuda, or the copies that ship
 # with its PyTorch (run_checks.sh looks for both). They cannot travel:
 # libcublas and libcublasLt alone are 570 MiB, about 400 MiB compressed,
-# against the 64 MiB the device tool carries. cuBLAS is opened with dlopen()
-# on first use (server/autograd/cublas_library.h), so ldd does not list it:
+# against the 64 MiB the device tool carries. cuBLAS and NCCL are opened
+# with dlopen() on first use (server/autograd/cublas_library.h,
+# server/comm/nccl_library.h), so ldd does not list them:
 # the bundle names the sonames the binaries open, in dlopened.txt, and
 # run_checks.sh finds each before any test runs.
 set -euo pipefail
@@ -44,9 +45,9 @@ for binary in "$out"/bin/*; do
   ldd "$binary" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
-# The sonames in the binaries that dlopen() takes, with what libcublas
-# itself needs beside it (libcublasLt of the same version).
-{ grep -aohE 'libcublas\.so\.[0-9]+' "$out"/bin/* || true; } | sort -u |
+# The sonames in the binaries that dlopen() takes (cuBLAS, NCCL), with
+# what libcublas itself needs beside it (libcublasLt of the same version).
+{ grep -aohE 'lib(cublas|nccl)\.so\.[0-9]+' "$out"/bin/* || true; } | sort -u |
   sed -E 's/^libcublas(\.so\..*)$/&\nlibcublasLt\1/' >"$out/dlopened.txt"
 # Compressed, to stay well inside the 64 MiB that travels.
 rm -rf .gpu_bundle
