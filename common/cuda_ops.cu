@@ -113,8 +113,7 @@ std::string LaunchConvert(void* dst, const void* src, size_t count) {
 }
 
 template <typename To>
-std::string ConvertTo(void* dst, const void* src, int src_dtype,
-                      size_t count) {
+std::string ConvertTo(void* dst, const void* src, int src_dtype, size_t count) {
   switch (src_dtype) {
     case 0:
       return LaunchConvert<To, float>(dst, src, count);

@@ -166,11 +166,10 @@ class StagedCommunicator : public Communicator {
         },
         [&](absl::Span<const size_t> piece, absl::Span<const size_t> at, size_t,
             char* staging) {
-          size_t p = 0;
-          for (int r = 0; r < me; ++r) p += piece[r];
-          return device_->CopyFromHost(values.data() + at[me],
-                                       reinterpret_cast<float*>(staging) + p,
-                                       piece[me] * sizeof(float));
+          return device_->CopyFromHost(
+              values.data() + at[me],
+              reinterpret_cast<float*>(staging) + PackedOffset(piece, me),
+              piece[me] * sizeof(float));
         });
   }
 
@@ -180,16 +179,11 @@ class StagedCommunicator : public Communicator {
         BlockOffsets(counts, size(), bytes.size(), "bytes");
     if (!offsets.ok()) return offsets.status();
     const int me = rank();
-    auto packed_offset = [&](absl::Span<const size_t> piece, int of) {
-      size_t p = 0;
-      for (int r = 0; r < of; ++r) p += piece[r];
-      return p;
-    };
     return InRounds(
         counts, *offsets, 1,
         [&](absl::Span<const size_t> piece, absl::Span<const size_t> at, size_t,
             char* staging) {
-          return device_->CopyToHost(staging + packed_offset(piece, me),
+          return device_->CopyToHost(staging + PackedOffset(piece, me),
                                      bytes.data() + at[me], piece[me]);
         },
         [&](absl::Span<const size_t> piece, size_t total, char* staging) {
@@ -200,7 +194,7 @@ class StagedCommunicator : public Communicator {
           for (int r = 0; r < size(); ++r) {
             if (r == me) continue;
             absl::Status status = device_->CopyFromHost(
-                bytes.data() + at[r], staging + packed_offset(piece, r),
+                bytes.data() + at[r], staging + PackedOffset(piece, r),
                 piece[r]);
             if (!status.ok()) return status;
           }
@@ -211,6 +205,14 @@ class StagedCommunicator : public Communicator {
   absl::Status Barrier() override { return host_->Barrier(); }
 
  private:
+  // Where rank `of`'s piece starts in a round's staging (pieces packed in
+  // rank order), in units of the collective.
+  static size_t PackedOffset(absl::Span<const size_t> piece, int of) {
+    size_t offset = 0;
+    for (int r = 0; r < of; ++r) offset += piece[r];
+    return offset;
+  }
+
   static absl::Span<float> AsFloats(absl::Span<char> bytes) {
     return absl::Span<float>(reinterpret_cast<float*>(bytes.data()),
                              bytes.size() / sizeof(float));

@@ -56,14 +56,13 @@ void GroupServiceImpl::DescribeGroup(v1::GroupInfo* response) const {
   for (const std::string& peer : flags_.peers) response->add_peers(peer);
   response->set_rendezvous(flags_.rendezvous);
   const GroupMembership* membership = membership_->load();
-  // What the last connected round chose from the ranks' devices.
-  if (membership != nullptr)
-    response->set_backend(membership->tensor_backend());
   if (membership == nullptr) {
     response->set_state(flags_.world_size == 1 ? v1::GroupInfo::SINGLE
                                                : v1::GroupInfo::JOINING);
     return;
   }
+  // What the last connected round chose from the ranks' devices.
+  response->set_backend(membership->tensor_backend());
   response->set_round(membership->round());
   for (int rank : membership->lost_ranks()) response->add_lost_ranks(rank);
   for (const RankReplacement& replaced : membership->replacements()) {
