@@ -7,6 +7,7 @@
 #include "common/cuda_ops.h"
 #include "common/half.h"
 #include "common/tensor.h"
+#include "common/testing/another_stream_held.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -55,6 +56,54 @@ TEST(CudaBackendTest, AllocatesCopiesAndFills) {
   absl::StatusOr<Tensor> back = copy->CloneTo(*GetBackend(Device::Cpu()));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(std::memcmp(back->data(), host.data(), t->byte_size()), 0);
+}
+
+// Copies, fills, conversions and adds wait for the calling thread's own
+// stream, not the device (common/cuda_ops.h): with another stream held, as
+// NCCL's is while a collective is in flight, they still return, complete.
+TEST(CudaBackendTest, OperationsWaitForTheirOwnStreamOnly) {
+  if (!GpuPresent()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  std::shared_ptr<Backend> gpu = *GetBackend(Device::Cuda(0));
+  constexpr int kCount = 4099;
+  // Allocated before the gate: cudaFree may wait for the whole device.
+  absl::StatusOr<Tensor> wide =
+      Tensor::Allocate(gpu, DType::kFloat32, {kCount});
+  absl::StatusOr<Tensor> sum = Tensor::Allocate(gpu, DType::kFloat32, {kCount});
+  absl::StatusOr<Tensor> narrow =
+      Tensor::Allocate(gpu, DType::kFloat16, {kCount});
+  ASSERT_TRUE(wide.ok() && sum.ok() && narrow.ok());
+  std::vector<float> host(kCount);
+  for (int i = 0; i < kCount; ++i) host[i] = 0.25f * (i % 8);
+  std::vector<uint16_t> back(kCount);
+
+  absl::Status status;
+  const absl::StatusOr<bool> in_time =
+      testing::ReturnsWhileAnotherStreamIsHeld(0, absl::Seconds(30), [&] {
+        const size_t bytes = kCount * sizeof(float);
+        status = gpu->Fill(sum->data(), DType::kFloat32, kCount, 1.0);
+        if (status.ok()) {
+          status = gpu->CopyFromHost(wide->data(), host.data(), bytes);
+        }
+        if (status.ok()) {
+          status = gpu->Add(sum->data(), wide->data(), DType::kFloat32, kCount);
+        }
+        if (status.ok()) {
+          status = gpu->CopyWithinDevice(wide->data(), sum->data(), bytes);
+        }
+        if (status.ok()) {
+          status = gpu->Convert(narrow->data(), DType::kFloat16, wide->data(),
+                                DType::kFloat32, kCount);
+        }
+        if (status.ok()) {
+          status = gpu->CopyToHost(back.data(), narrow->data(), kCount * 2);
+        }
+      });
+  ASSERT_TRUE(in_time.ok()) << in_time.status();
+  EXPECT_TRUE(*in_time) << "an operation waited for a stream it does not use";
+  ASSERT_TRUE(status.ok()) << status;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_EQ(back[i], FloatToHalf(1.0f + host[i])) << "element " << i;
+  }
 }
 
 }  // namespace

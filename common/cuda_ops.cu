@@ -2,17 +2,35 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "common/cuda_error_text.h"
 #include "common/cuda_ops.h"
 
 namespace distopt {
 namespace cuda_ops {
 namespace {
 
-std::string ErrorText(cudaError_t error) {
-  if (error == cudaSuccess) return std::string();
-  return std::string(cudaGetErrorName(error)) + ": " +
-         cudaGetErrorString(error);
+// Every kernel and copy runs on the calling thread's own stream and is
+// complete when its function returns: only that stream is waited for, not
+// the device, so a step's kernels on one thread do not wait for a
+// collective in flight on NCCL's stream (or a staging copy on another
+// thread's stream), and a collective orders itself after the caller's work
+// by an event (server/comm/nccl_communicator.cc). cudaStreamPerThread
+// rather than the legacy default stream, which every blocking stream
+// waits for and which waits for them.
+const cudaStream_t kStream = cudaStreamPerThread;
+
+// Waits for the calling thread's stream after a copy that returned `error`.
+cudaError_t Complete(cudaError_t error) {
+  if (error == cudaSuccess) error = cudaStreamSynchronize(kStream);
+  return error;
 }
+
+// Clears an error an earlier call left on this thread (a failed probe of a
+// device, say), which would otherwise read as the next launch's.
+void ClearStaleError() { cudaGetLastError(); }
+
+// The status of the kernel launch just made, then of its completion.
+std::string Launched() { return CudaErrorText(Complete(cudaGetLastError())); }
 
 // Half precision adds in fp32 and rounds to nearest even.
 __device__ __forceinline__ float AddElements(float a, float b) { return a + b; }
@@ -42,10 +60,10 @@ std::string LaunchFill(void* dst, T value, size_t count) {
   constexpr int kThreads = 256;
   const size_t wanted = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  FillKernel<T><<<blocks, kThreads>>>(static_cast<T*>(dst), value, count);
-  cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  ClearStaleError();
+  FillKernel<T>
+      <<<blocks, kThreads, 0, kStream>>>(static_cast<T*>(dst), value, count);
+  return Launched();
 }
 
 template <typename T>
@@ -63,11 +81,10 @@ std::string LaunchAdd(void* dst, const void* src, size_t count) {
   constexpr int kThreads = 256;
   const size_t wanted = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  AddKernel<T><<<blocks, kThreads>>>(static_cast<T*>(dst),
-                                     static_cast<const T*>(src), count);
-  cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  ClearStaleError();
+  AddKernel<T><<<blocks, kThreads, 0, kStream>>>(
+      static_cast<T*>(dst), static_cast<const T*>(src), count);
+  return Launched();
 }
 
 __device__ __forceinline__ float ToFloat(float v) { return v; }
@@ -105,11 +122,10 @@ std::string LaunchConvert(void* dst, const void* src, size_t count) {
   constexpr int kThreads = 256;
   const size_t wanted = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  ConvertKernel<To, From><<<blocks, kThreads>>>(
+  ClearStaleError();
+  ConvertKernel<To, From><<<blocks, kThreads, 0, kStream>>>(
       static_cast<To*>(dst), static_cast<const From*>(src), count);
-  cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  return Launched();
 }
 
 template <typename To>
@@ -132,7 +148,7 @@ bool BuiltWithCuda() { return true; }
 std::string Convert(int device, void* dst, int dst_dtype, const void* src,
                     int src_dtype, size_t count) {
   const cudaError_t error = cudaSetDevice(device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   switch (dst_dtype) {
     case 0:
       return ConvertTo<float>(dst, src, src_dtype, count);
@@ -145,15 +161,17 @@ std::string Convert(int device, void* dst, int dst_dtype, const void* src,
 }
 
 std::string MallocHost(size_t bytes, void** pointer) {
-  return ErrorText(cudaMallocHost(pointer, bytes == 0 ? 1 : bytes));
+  return CudaErrorText(cudaMallocHost(pointer, bytes == 0 ? 1 : bytes));
 }
 
-std::string FreeHost(void* pointer) { return ErrorText(cudaFreeHost(pointer)); }
+std::string FreeHost(void* pointer) {
+  return CudaErrorText(cudaFreeHost(pointer));
+}
 
 std::string DeviceUuid(int device, std::string* uuid) {
   cudaDeviceProp properties;
   const cudaError_t error = cudaGetDeviceProperties(&properties, device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   static const char kHex[] = "0123456789abcdef";
   std::string text = "GPU-";
   for (int i = 0; i < 16; ++i) {
@@ -170,7 +188,7 @@ std::string DeviceUuid(int device, std::string* uuid) {
 std::string Add(int device, void* dst, const void* src, int dtype,
                 size_t count) {
   const cudaError_t error = cudaSetDevice(device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   switch (dtype) {
     case 0:
       return LaunchAdd<float>(dst, src, count);
@@ -186,68 +204,60 @@ std::string Add(int device, void* dst, const void* src, int dtype,
 
 std::string DeviceCount(int* count) {
   *count = 0;
-  return ErrorText(cudaGetDeviceCount(count));
+  return CudaErrorText(cudaGetDeviceCount(count));
 }
 
 std::string DeviceName(int device, std::string* name) {
   cudaDeviceProp properties;
   const cudaError_t error = cudaGetDeviceProperties(&properties, device);
   if (error == cudaSuccess) *name = properties.name;
-  return ErrorText(error);
+  return CudaErrorText(error);
 }
 
 std::string Malloc(int device, size_t bytes, void** pointer) {
   cudaError_t error = cudaSetDevice(device);
   // cudaMalloc(0) may return null; ask for one byte so callers get a pointer.
   if (error == cudaSuccess) error = cudaMalloc(pointer, bytes == 0 ? 1 : bytes);
-  return ErrorText(error);
+  return CudaErrorText(error);
 }
 
 std::string Free(int device, void* pointer) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) error = cudaFree(pointer);
-  return ErrorText(error);
+  return CudaErrorText(error);
 }
 
 std::string CopyHostToDevice(int device, void* dst, const void* src,
                              size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, kStream);
   }
-  // cudaMemcpy may return before this copy is done (from pageable host
-  // memory, or within the device), and NCCL's stream is not ordered after
-  // the default one: complete it, as the Backend interface promises.
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  return CudaErrorText(Complete(error));
 }
 
 std::string CopyDeviceToHost(int device, void* dst, const void* src,
                              size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, kStream);
   }
-  return ErrorText(error);
+  return CudaErrorText(Complete(error));
 }
 
 std::string CopyDeviceToDevice(int device, void* dst, const void* src,
                                size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kStream);
   }
-  // cudaMemcpy may return before this copy is done (from pageable host
-  // memory, or within the device), and NCCL's stream is not ordered after
-  // the default one: complete it, as the Backend interface promises.
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  return CudaErrorText(Complete(error));
 }
 
 std::string Fill(int device, void* dst, int element_size, uint64_t bits,
                  size_t count) {
   const cudaError_t error = cudaSetDevice(device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   switch (element_size) {
     case 2:
       return LaunchFill(dst, static_cast<uint16_t>(bits), count);

@@ -4,9 +4,12 @@
 // every one of them fails.
 //
 // Each operation returns an empty string on success and the CUDA error text
-// otherwise; copies and kernels are complete when it returns (so work on
-// any other stream, NCCL's, sees their results). All are safe to call from any
-// thread; each selects `device` on the calling thread first.
+// otherwise. Copies and kernels run on the calling thread's own stream
+// (cudaStreamPerThread) and are complete when the function returns: work
+// on any other stream or thread sees their results, and they wait for no
+// other stream (a collective in flight on NCCL's, a staging copy on
+// another thread's). All are safe to call from any thread; each selects
+// `device` on the calling thread first.
 #ifndef DISTOPT_COMMON_CUDA_OPS_H_
 #define DISTOPT_COMMON_CUDA_OPS_H_
 

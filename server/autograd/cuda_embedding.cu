@@ -1,16 +1,11 @@
 #include <cuda_runtime.h>
 
+#include "common/cuda_error_text.h"
 #include "server/autograd/cuda_embedding.h"
 
 namespace distopt {
 namespace cuda_embedding {
 namespace {
-
-std::string ErrorText(cudaError_t error) {
-  if (error == cudaSuccess) return std::string();
-  return std::string(cudaGetErrorName(error)) + ": " +
-         cudaGetErrorString(error);
-}
 
 __global__ void GatherRows(const float* table, const int64_t* indices,
                            int64_t count, int64_t dim, float* out) {
@@ -28,10 +23,10 @@ std::string Gather(int device, const float* table, const int64_t* indices,
                    int64_t count, int64_t dim, float* out) {
   if (count == 0 || dim == 0) return std::string();
   cudaError_t error = cudaSetDevice(device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   int64_t* device_indices = nullptr;
   error = cudaMalloc(&device_indices, count * sizeof(int64_t));
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   error = cudaMemcpy(device_indices, indices, count * sizeof(int64_t),
                      cudaMemcpyHostToDevice);
   if (error == cudaSuccess) {
@@ -43,7 +38,7 @@ std::string Gather(int device, const float* table, const int64_t* indices,
     if (error == cudaSuccess) error = cudaDeviceSynchronize();
   }
   cudaFree(device_indices);
-  return ErrorText(error);
+  return CudaErrorText(error);
 }
 
 }  // namespace cuda_embedding

@@ -6,18 +6,13 @@
 
 #include <mutex>
 
+#include "common/cuda_error_text.h"
 #include "server/autograd/cublas_library.h"
 #include "server/autograd/cuda_linear.h"
 
 namespace distopt {
 namespace cuda_linear {
 namespace {
-
-std::string CudaError(cudaError_t error) {
-  if (error == cudaSuccess) return std::string();
-  return std::string(cudaGetErrorName(error)) + ": " +
-         cudaGetErrorString(error);
-}
 
 std::string BlasError(cublasStatus_t status) {
   if (status == CUBLAS_STATUS_SUCCESS) return std::string();
@@ -33,7 +28,7 @@ std::string Handle(int device, const CublasLibrary** blas,
   static cublasHandle_t handles[64] = {};
   std::lock_guard<std::mutex> lock(mutex);
   cudaError_t error = cudaSetDevice(device);
-  if (error != cudaSuccess) return CudaError(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
   cublasHandle_t& slot = handles[device % 64];
   if (slot == nullptr) {
     const std::string made = BlasError((*library)->create(&slot));
@@ -86,7 +81,7 @@ std::string Forward(int device, const float* x, const float* w, const float* b,
   }
   cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess) status = cudaDeviceSynchronize();
-  return CudaError(status);
+  return CudaErrorText(status);
 }
 
 std::string Backward(int device, const float* dy, const float* x,
@@ -115,7 +110,7 @@ std::string Backward(int device, const float* dy, const float* x,
   }
   cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess) status = cudaDeviceSynchronize();
-  return CudaError(status);
+  return CudaErrorText(status);
 }
 
 }  // namespace cuda_linear

@@ -38,10 +38,13 @@ absl::Status NcclError(absl::string_view what, ncclResult_t result) {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size,
-                   int device, absl::Duration timeout)
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream,
+                   cudaEvent_t inputs_ready, cudaEvent_t done, int rank,
+                   int size, int device, absl::Duration timeout)
       : comm_(comm),
         stream_(stream),
+        inputs_ready_(inputs_ready),
+        done_(done),
         rank_(rank),
         size_(size),
         device_(device),
@@ -54,6 +57,8 @@ class NcclCommunicator : public Communicator {
     } else {
       Nccl().comm_destroy(comm_);
     }
+    cudaEventDestroy(inputs_ready_);
+    cudaEventDestroy(done_);
     cudaStreamDestroy(stream_);
   }
 
@@ -243,8 +248,19 @@ class NcclCommunicator : public Communicator {
     return status;
   }
 
-  // Enqueues `call` and waits for the stream, polling NCCL's asynchronous
-  // error, up to the timeout.
+  // Enqueues `call` on the communicator's stream, ordered after the
+  // caller's work by an event, and waits for the collective's own event,
+  // polling NCCL's asynchronous error, up to the timeout.
+  //
+  // Ordering is by events, not by waiting for the device: NCCL's stream
+  // waits for what the calling thread has queued on its stream (where the
+  // backend's kernels and copies run, common/cuda_ops.h), so a tensor
+  // handed over is read only once written; no other stream is waited for,
+  // so the step's kernels on another thread (ZeroOptions::overlap) run
+  // alongside the collective. The host then waits for the collective's
+  // event, not the stream or the device: that wait is what gives the
+  // timeout and the abort of the CPU path, and once it returns the result
+  // is complete for every thread.
   template <typename Call>
   absl::Status RunOnStream(absl::string_view what, Call call) {
     if (broken_) {
@@ -254,12 +270,22 @@ class NcclCommunicator : public Communicator {
                        "failure; expected a new group"));
     }
     cudaSetDevice(device_);
+    cudaError_t ordered = cudaEventRecord(inputs_ready_, cudaStreamPerThread);
+    if (ordered == cudaSuccess) {
+      ordered = cudaStreamWaitEvent(stream_, inputs_ready_, 0);
+    }
+    if (ordered != cudaSuccess) {
+      // The other ranks go on into a collective this rank cannot join.
+      broken_ = true;
+      return CudaError(what, ordered);
+    }
     ncclResult_t result = call();
     if (result != ncclSuccess && result != ncclInProgress) {
       broken_ = true;
       return NcclError(what, result);
     }
     const absl::Time deadline = absl::Now() + timeout_;
+    bool done_recorded = false;
     while (true) {
       ncclResult_t async = ncclSuccess;
       Nccl().comm_get_async_error(comm_, &async);
@@ -268,9 +294,17 @@ class NcclCommunicator : public Communicator {
         return NcclError(what, async);
       }
       // A non-blocking communicator may still be enqueueing the call
-      // (ncclInProgress): until it is done, an idle stream says nothing.
+      // (ncclInProgress): the event marks its end only once it is queued.
       if (async == ncclSuccess) {
-        const cudaError_t state = cudaStreamQuery(stream_);
+        if (!done_recorded) {
+          const cudaError_t recorded = cudaEventRecord(done_, stream_);
+          if (recorded != cudaSuccess) {
+            broken_ = true;
+            return CudaError(what, recorded);
+          }
+          done_recorded = true;
+        }
+        const cudaError_t state = cudaEventQuery(done_);
         if (state == cudaSuccess) return absl::OkStatus();
         if (state != cudaErrorNotReady) {
           broken_ = true;
@@ -289,6 +323,10 @@ class NcclCommunicator : public Communicator {
 
   const ncclComm_t comm_;
   const cudaStream_t stream_;
+  // Reused by every collective (one at a time): the caller's work queued
+  // before it, and its own end on stream_.
+  const cudaEvent_t inputs_ready_;
+  const cudaEvent_t done_;
   const int rank_;
   const int size_;
   const int device_;
@@ -362,15 +400,27 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     Nccl().comm_abort(comm);
     return ready;
   }
+  // Its own stream, which the default stream does not wait for (nor it
+  // for the default stream): ordering with the step is by events.
   cudaStream_t stream = nullptr;
+  cudaEvent_t events[2] = {nullptr, nullptr};
   error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  for (cudaEvent_t& event : events) {
+    if (error == cudaSuccess) {
+      error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    }
+  }
   if (error != cudaSuccess) {
+    for (cudaEvent_t event : events) {
+      if (event != nullptr) cudaEventDestroy(event);
+    }
+    if (stream != nullptr) cudaStreamDestroy(stream);
     Nccl().comm_abort(comm);
     return CudaError("nccl stream", error);
   }
   return std::unique_ptr<Communicator>(
-      new NcclCommunicator(comm, stream, options.rank, options.size,
-                           options.device, options.timeout));
+      new NcclCommunicator(comm, stream, events[0], events[1], options.rank,
+                           options.size, options.device, options.timeout));
 }
 
 }  // namespace distopt

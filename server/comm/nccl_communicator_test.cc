@@ -6,6 +6,8 @@
 // the timeout, not a hang.
 #include "server/comm/nccl_communicator.h"
 
+#include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "common/backend.h"
 #include "common/cuda_ops.h"
 #include "common/tensor.h"
+#include "common/testing/cuda_stream_gate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -84,6 +87,41 @@ TEST(NcclCommunicatorTest, EveryCollectiveRunsOnOneGpu) {
   EXPECT_TRUE(c.Barrier().ok());
   EXPECT_EQ(c.Broadcast(Floats(values), 3).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Ordered with the caller's work by an event: NCCL's stream waits for what
+// the calling thread queued on its own stream before the collective (here
+// a copy held behind a gate until after the call), so the collective reads
+// the tensor once written; without the event it would gather the zeros.
+TEST(NcclCommunicatorTest, ACollectiveReadsWhatItsCallerQueuedBeforeIt) {
+  if (!NcclCompiledIn() || GpuCount() < 1) GTEST_SKIP() << "no CUDA GPU";
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  auto communicator = CreateNcclCommunicator(NcclOptions(), &rendezvous);
+  ASSERT_TRUE(communicator.ok()) << communicator.status();
+  Tensor input = OnDevice({0, 0, 0, 0}, 0);
+  Tensor output = OnDevice({0, 0, 0, 0}, 0);
+  void* staging = nullptr;
+  ASSERT_EQ(cuda_ops::MallocHost(input.byte_size(), &staging), "");
+  const float values[] = {1, 2, 3, 4};
+  std::memcpy(staging, values, sizeof(values));
+  {
+    testing::CudaStreamGate gate;
+    ASSERT_EQ(gate.HoldCallingThreadStream(0), "");
+    ASSERT_EQ(testing::CudaStreamGate::QueueCopyToDevice(input.data(), staging,
+                                                         input.byte_size()),
+              "");
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      gate.Open();
+    });
+    const absl::Status gathered =
+        (*communicator)->AllGather(Floats(input), Floats(output));
+    opener.join();
+    ASSERT_TRUE(gathered.ok()) << gathered;
+  }
+  EXPECT_THAT(ToHost(output), ElementsAre(1, 2, 3, 4));
+  cuda_ops::FreeHost(staging);
 }
 
 TEST(NcclCommunicatorTest, TwoRanksOnTwoGpusAndALostRankTimesOut) {

@@ -9,6 +9,7 @@
 
 #include <mutex>
 
+#include "common/cuda_error_text.h"
 #include "server/optim/multi_tensor.h"
 
 namespace distopt {
@@ -181,12 +182,6 @@ __global__ void MultiTensorStep(const TensorArgs* tensors, const Chunk* chunks,
   }
 }
 
-std::string ErrorText(cudaError_t error) {
-  if (error == cudaSuccess) return std::string();
-  return std::string(cudaGetErrorName(error)) + ": " +
-         cudaGetErrorString(error);
-}
-
 // Device memory for the tensor and chunk tables, kept between launches.
 struct Scratch {
   std::mutex mutex;
@@ -211,7 +206,7 @@ std::string Run(const Launch& launch) {
   }
   if (chunks.empty()) return std::string();
   cudaError_t error = cudaSetDevice(launch.device);
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
 
   const size_t tensor_bytes = launch.tensors.size() * sizeof(TensorArgs);
   const size_t chunk_offset = (tensor_bytes + 255) / 256 * 256;
@@ -223,26 +218,34 @@ std::string Run(const Launch& launch) {
     scratch.memory = nullptr;
     scratch.bytes = 0;
     error = cudaMalloc(&scratch.memory, needed);
-    if (error != cudaSuccess) return ErrorText(error);
+    if (error != cudaSuccess) return CudaErrorText(error);
     scratch.bytes = needed;
   }
   char* base = static_cast<char*>(scratch.memory);
-  error = cudaMemcpy(base, launch.tensors.data(), tensor_bytes,
-                     cudaMemcpyHostToDevice);
+  // On the calling thread's stream, as common/cuda_ops.h's operations: the
+  // step waits for its own work, not for a collective on NCCL's stream.
+  // (From pageable memory, cudaMemcpyAsync has read the source when it
+  // returns.)
+  const cudaStream_t kStream = cudaStreamPerThread;
+  error = cudaMemcpyAsync(base, launch.tensors.data(), tensor_bytes,
+                          cudaMemcpyHostToDevice, kStream);
   if (error == cudaSuccess) {
-    error = cudaMemcpy(base + chunk_offset, chunks.data(),
-                       chunks.size() * sizeof(Chunk), cudaMemcpyHostToDevice);
+    error = cudaMemcpyAsync(base + chunk_offset, chunks.data(),
+                            chunks.size() * sizeof(Chunk),
+                            cudaMemcpyHostToDevice, kStream);
   }
-  if (error != cudaSuccess) return ErrorText(error);
+  if (error != cudaSuccess) return CudaErrorText(error);
+  cudaGetLastError();  // An earlier call's error is not this launch's.
   Scalars scalars;
   for (int i = 0; i < kMaxScalars; ++i) scalars.v[i] = launch.scalars[i];
-  MultiTensorStep<<<static_cast<unsigned>(chunks.size()), kThreads>>>(
+  MultiTensorStep<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
+                    kStream>>>(
       reinterpret_cast<const TensorArgs*>(base),
       reinterpret_cast<const Chunk*>(base + chunk_offset), launch.op,
       launch.type, launch.flags, scalars);
   error = cudaGetLastError();
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  return ErrorText(error);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(kStream);
+  return CudaErrorText(error);
 }
 
 }  // namespace multi_tensor

@@ -21,6 +21,7 @@ cd "$(dirname "$0")/../.."
 targets=(
   //common:cuda_backend_test
   //server/optim:cuda_parity_test
+  //server/optim:cuda_step_stream_test
   //server/autograd:ops_test
   //server/comm:nccl_communicator_test
   //tests:daemon_test

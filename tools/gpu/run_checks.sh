@@ -37,7 +37,7 @@ while read -r soname; do
   echo "dlopen $soname: ${found:-NOT FOUND}" | tee -a "$log"
   [ -n "$found" ] || status=1
 done <"$bundle/dlopened.txt"
-for test in cuda_backend_test cuda_parity_test ops_test \
+for test in cuda_backend_test cuda_parity_test cuda_step_stream_test ops_test \
     nccl_communicator_test daemon_test digits_training_test \
     gpu_data_parallel_test; do
   echo "=== $test" | tee -a "$log"
@@ -51,6 +51,15 @@ if grep -E '^\[  SKIPPED \] GpuDataParallelTest\.' "$log.gpu_data_parallel_test"
   echo "gpu_data_parallel_test skipped tests on a GPU machine" | tee -a "$log"
   status=1
 fi
+# Likewise the stream-ordering tests (each needs one GPU).
+for must_run in cuda_step_stream_test:CudaStepStreamTest \
+    cuda_backend_test:CudaBackendTest.OperationsWaitForTheirOwnStreamOnly \
+    nccl_communicator_test:NcclCommunicatorTest.ACollectiveReadsWhatItsCallerQueuedBeforeIt; do
+  if grep -E "^\[  SKIPPED \] ${must_run#*:}" "$log.${must_run%%:*}"; then
+    echo "${must_run%%:*} skipped a stream-ordering test on a GPU machine" | tee -a "$log"
+    status=1
+  fi
+done
 echo "=== optimizer_step_bench" | tee -a "$log"
 "$bundle/bin/optimizer_step_bench" 2>&1 | tee -a "$log" || status=1
 # The GPU half of the ZeRO benchmark (issue 19): two ranks sharing cuda:0,
