@@ -112,6 +112,17 @@ class Client:
             _checkpoint_info(c) for c in listed.get("checkpoints", [])]
         return listed
 
+    def group(self, worker: str) -> Dict[str, Any]:
+        """The data-parallel group `worker` belongs to, as its GetGroup
+        answers: rank, world_size, state ("SINGLE", "JOINING", "READY" or
+        "FAILED"), backend (what carries the group's tensors: "gloo",
+        "nccl" or "gloo-staged"; "" until the group has joined), round,
+        error, peers, rendezvous, lost_ranks and replacements."""
+        _check_str(worker, "worker")
+        info = json.loads(self._impl.get_group(worker))
+        info["round"] = int(info.get("round", 0))  # JSON's 64-bit string.
+        return info
+
 
 def _checkpoint_info(info: Dict[str, Any]) -> Dict[str, Any]:
     # JSON carries 64-bit integers as strings.

@@ -226,6 +226,13 @@ void BindClient(py::module_& m) {
                return client.ListCheckpoints(worker);
              })));
            })
+      // --- Inspection: JSON of the distopt.v1.GroupInfo of `worker`'s group.
+      .def("get_group",
+           [](py::object self, std::string worker) {
+             return ToJson(ValueOrThrow(OnClient(self, [=](Client& client) {
+               return client.GetGroup(worker);
+             })));
+           })
       // --- Distributed autograd.
       .def("new_context_id", &Client::NewContextId)
       .def("owns_context", &Client::OwnsContext)

@@ -222,3 +222,12 @@ def test_saving_without_a_checkpoint_dir_names_the_flag(workers, client):
     with pytest.raises(distopt.Error, match="--checkpoint_dir") as refused:
         client.save_checkpoint(workers[0])
     assert refused.value.code == "FAILED_PRECONDITION"
+
+
+def test_a_daemon_started_alone_is_a_group_of_one(workers, client):
+    group = client.group(workers[0])
+    assert group["state"] == "SINGLE"
+    assert (group["rank"], group["world_size"]) == (0, 1)
+    assert group["lost_ranks"] == [] and group["error"] == ""
+    with pytest.raises(TypeError, match="worker"):
+        client.group(7)

@@ -70,6 +70,16 @@ def test_zero_from_two_trainer_processes(group_of_two):
     whole_state = 2 * 4 * (64 * 32 + 32 + 32 * 10 + 10)
     assert 0 < outcome[0][1] < whole_state
     assert outcome[0][1] + outcome[1][1] == whole_state
+    # What the group is, as a trainer reads it: two ranks in host memory,
+    # their tensors through gloo.
+    client = distopt.connect()
+    for rank, worker in enumerate((rank0, rank1)):
+        group = client.group(worker.address)
+        assert group["rank"] == rank
+        assert group["world_size"] == 2
+        assert group["state"] == "READY"
+        assert group["backend"] == "gloo"
+        assert group["round"] == 0
 
 
 STEP_THAT_WAITS = """
