@@ -6,10 +6,13 @@
 // Each operation returns an empty string on success and the CUDA error text
 // otherwise. Copies and kernels run on the calling thread's own stream
 // (cudaStreamPerThread) and are complete when the function returns: work
-// on any other stream or thread sees their results, and they wait for no
-// other stream (a collective in flight on NCCL's, a staging copy on
-// another thread's). All are safe to call from any thread; each selects
-// `device` on the calling thread first.
+// on any other stream or thread sees their results. They do not wait for a
+// collective in flight on NCCL's stream (a non-blocking one) nor for other
+// threads' streams; they do wait for work on the legacy default stream
+// (cuBLAS, the embedding gather, which synchronise the device anyway), and
+// CUDA may synchronise the device for an allocation, a free or a kernel's
+// first launch, so overlap holds once buffers are sized. All are safe to
+// call from any thread; each selects `device` on the calling thread first.
 #ifndef DISTOPT_COMMON_CUDA_OPS_H_
 #define DISTOPT_COMMON_CUDA_OPS_H_
 

@@ -65,7 +65,13 @@ void CudaStreamGate::Open() {
 CudaStreamGate::~CudaStreamGate() {
   if (state_ == nullptr) return;
   Open();
+  // Bounded: a stream that never reaches the gate (after a device fault,
+  // say) must not hang the test binary. The state is then left to the
+  // host function that may still read it.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!state_->passed.load()) {
+    if (std::chrono::steady_clock::now() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (state_->own_stream != nullptr) cudaStreamDestroy(state_->own_stream);

@@ -52,11 +52,8 @@ class NcclCommunicator : public Communicator {
 
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
-    if (broken_) {
-      Nccl().comm_abort(comm_);
-    } else {
-      Nccl().comm_destroy(comm_);
-    }
+    // Aborted already when it broke.
+    if (!broken_) Nccl().comm_destroy(comm_);
     cudaEventDestroy(inputs_ready_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(stream_);
@@ -239,6 +236,17 @@ class NcclCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  // Ends the communicator at the failure of a collective, not at its
+  // destruction: ncclCommAbort stops the collectives still queued on
+  // stream_, which would otherwise go on reading and writing their tensors
+  // (a bucket the step refills, parameters a recovery rewrites) now that
+  // the backend's work no longer waits for the device.
+  void Abort() {
+    if (broken_) return;
+    broken_ = true;
+    Nccl().comm_abort(comm_);
+  }
+
   // RunOnStream, recorded in /metrics as a collective over `bytes`.
   template <typename Call>
   absl::Status Run(absl::string_view what, size_t bytes, Call call) {
@@ -276,12 +284,12 @@ class NcclCommunicator : public Communicator {
     }
     if (ordered != cudaSuccess) {
       // The other ranks go on into a collective this rank cannot join.
-      broken_ = true;
+      Abort();
       return CudaError(what, ordered);
     }
     ncclResult_t result = call();
     if (result != ncclSuccess && result != ncclInProgress) {
-      broken_ = true;
+      Abort();
       return NcclError(what, result);
     }
     const absl::Time deadline = absl::Now() + timeout_;
@@ -290,7 +298,7 @@ class NcclCommunicator : public Communicator {
       ncclResult_t async = ncclSuccess;
       Nccl().comm_get_async_error(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
-        broken_ = true;
+        Abort();
         return NcclError(what, async);
       }
       // A non-blocking communicator may still be enqueueing the call
@@ -299,7 +307,7 @@ class NcclCommunicator : public Communicator {
         if (!done_recorded) {
           const cudaError_t recorded = cudaEventRecord(done_, stream_);
           if (recorded != cudaSuccess) {
-            broken_ = true;
+            Abort();
             return CudaError(what, recorded);
           }
           done_recorded = true;
@@ -307,12 +315,12 @@ class NcclCommunicator : public Communicator {
         const cudaError_t state = cudaEventQuery(done_);
         if (state == cudaSuccess) return absl::OkStatus();
         if (state != cudaErrorNotReady) {
-          broken_ = true;
+          Abort();
           return CudaError(what, state);
         }
       }
       if (absl::Now() >= deadline) {
-        broken_ = true;
+        Abort();
         return absl::DeadlineExceededError(absl::StrCat(
             what, ": timed out after ", absl::FormatDuration(timeout_),
             " waiting for the other ranks"));
@@ -331,6 +339,7 @@ class NcclCommunicator : public Communicator {
   const int size_;
   const int device_;
   absl::Duration timeout_;
+  // Aborted after a failure: every later call fails at once.
   bool broken_ = false;
   float* barrier_ = nullptr;
 };

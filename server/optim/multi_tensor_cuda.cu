@@ -224,8 +224,9 @@ std::string Run(const Launch& launch) {
   char* base = static_cast<char*>(scratch.memory);
   // On the calling thread's stream, as common/cuda_ops.h's operations: the
   // step waits for its own work, not for a collective on NCCL's stream.
-  // (From pageable memory, cudaMemcpyAsync has read the source when it
-  // returns.)
+  // Every exit after the first copy is queued waits for the stream: a copy
+  // from pageable memory may still read `chunks`, and the scratch is
+  // another thread's once the lock is released.
   const cudaStream_t kStream = cudaStreamPerThread;
   error = cudaMemcpyAsync(base, launch.tensors.data(), tensor_bytes,
                           cudaMemcpyHostToDevice, kStream);
@@ -234,17 +235,19 @@ std::string Run(const Launch& launch) {
                             chunks.size() * sizeof(Chunk),
                             cudaMemcpyHostToDevice, kStream);
   }
-  if (error != cudaSuccess) return CudaErrorText(error);
-  cudaGetLastError();  // An earlier call's error is not this launch's.
-  Scalars scalars;
-  for (int i = 0; i < kMaxScalars; ++i) scalars.v[i] = launch.scalars[i];
-  MultiTensorStep<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
-                    kStream>>>(
-      reinterpret_cast<const TensorArgs*>(base),
-      reinterpret_cast<const Chunk*>(base + chunk_offset), launch.op,
-      launch.type, launch.flags, scalars);
-  error = cudaGetLastError();
-  if (error == cudaSuccess) error = cudaStreamSynchronize(kStream);
+  if (error == cudaSuccess) {
+    cudaGetLastError();  // An earlier call's error is not this launch's.
+    Scalars scalars;
+    for (int i = 0; i < kMaxScalars; ++i) scalars.v[i] = launch.scalars[i];
+    MultiTensorStep<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
+                      kStream>>>(
+        reinterpret_cast<const TensorArgs*>(base),
+        reinterpret_cast<const Chunk*>(base + chunk_offset), launch.op,
+        launch.type, launch.flags, scalars);
+    error = cudaGetLastError();
+  }
+  const cudaError_t completed = cudaStreamSynchronize(kStream);
+  if (error == cudaSuccess) error = completed;
   return CudaErrorText(error);
 }
 

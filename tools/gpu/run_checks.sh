@@ -41,7 +41,7 @@ for test in cuda_backend_test cuda_parity_test cuda_step_stream_test ops_test \
     nccl_communicator_test daemon_test digits_training_test \
     gpu_data_parallel_test; do
   echo "=== $test" | tee -a "$log"
-  "$bundle/bin/$test" 2>&1 | tee "$log.$test" | grep -vE '^\[ (RUN|      OK) ' | tee -a "$log"
+  timeout 900 "$bundle/bin/$test" 2>&1 | tee "$log.$test" | grep -vE '^\[ (RUN|      OK) ' | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 # Here a skip is a failure (a binary built without CUDA skips them all),
