@@ -8,6 +8,10 @@
 
 namespace distopt {
 
+int64_t Communicator::kept_bytes() const {
+  return packing_ == nullptr ? 0 : static_cast<int64_t>(packing_->capacity());
+}
+
 absl::Status Communicator::AllGatherSegments(
     const std::vector<std::vector<absl::Span<char>>>& blocks) {
   if (static_cast<int>(blocks.size()) != size()) {

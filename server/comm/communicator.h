@@ -102,6 +102,12 @@ class Communicator {
       const std::vector<std::vector<absl::Span<char>>>& blocks);
   virtual absl::Status Barrier() = 0;
 
+  // Bytes this communicator keeps between collectives for its own use (the
+  // default AllGatherSegments' packing buffer; a staged communicator's
+  // page-locked chunks), which a data-parallel optimizer reports with its
+  // scratch. Read where the collectives run (under the same lock).
+  virtual int64_t kept_bytes() const;
+
   // The same on raw bytes, for tensors of any dtype and serialised
   // messages. In place: every rank ends with `root`'s bytes.
   virtual absl::Status BroadcastBytes(absl::Span<char> bytes, int root) = 0;

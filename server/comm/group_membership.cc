@@ -63,6 +63,9 @@ class RoundCommunicator : public ForwardingCommunicator {
   }
   // The round's tensors' communicator, as stable across rounds as this.
   Communicator& tensors() override { return tensors_; }
+  int64_t kept_bytes() const override {
+    return round_ == nullptr ? 0 : round_->kept_bytes();
+  }
 
  private:
   class RoundTensors : public ForwardingCommunicator {
@@ -77,6 +80,10 @@ class RoundCommunicator : public ForwardingCommunicator {
     }
     void SetTimeout(absl::Duration timeout) override {
       round_->SetTimeout(timeout);
+    }
+    int64_t kept_bytes() const override {
+      return round_->round_ == nullptr ? 0
+                                       : round_->round_->tensors().kept_bytes();
     }
 
    private:

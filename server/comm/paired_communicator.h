@@ -33,6 +33,8 @@ class PairedCommunicator : public ForwardingCommunicator {
     tensors_->SetTimeout(timeout);
   }
   Communicator& tensors() override { return *tensors_; }
+  // Its own collectives' (the tensors' communicator reports its own).
+  int64_t kept_bytes() const override { return control_->kept_bytes(); }
 
  private:
   absl::Status Forward(

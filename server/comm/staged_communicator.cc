@@ -42,6 +42,13 @@ class StagedCommunicator : public Communicator {
   void SetTimeout(absl::Duration timeout) override {
     host_->SetTimeout(timeout);
   }
+  // The two page-locked chunks, and the device packing of
+  // AllGatherSegments.
+  int64_t kept_bytes() const override {
+    return Communicator::kept_bytes() +
+           static_cast<int64_t>(staging_[0].capacity() +
+                                staging_[1].capacity());
+  }
 
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     return Elementwise(AsBytes(values), sizeof(float), /*stage_in=*/true,

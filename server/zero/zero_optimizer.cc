@@ -219,6 +219,7 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
         "it took part with zeros for its gradients, so no rank's step is "
         "whole");
   }
+  communicator_kept_bytes_ = tensors_->kept_bytes();
   if (!status.ok() && changing_) {
     // This rank's partition (and its optimizer state) may have moved on
     // while other ranks' updates did not arrive: the model is torn.
@@ -357,7 +358,8 @@ int64_t ZeroOptimizer::state_bytes() const {
 
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity() +
-                                       narrowed_scratch_.capacity());
+                                       narrowed_scratch_.capacity()) +
+                  communicator_kept_bytes_;
   for (const auto& scratch : gradient_scratch_) {
     bytes += static_cast<int64_t>(scratch.capacity());
   }

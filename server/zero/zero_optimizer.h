@@ -128,8 +128,10 @@ class ZeroOptimizer {
   const ZeroOptions& options() const { return options_; }
   // Bytes of optimizer state this rank holds.
   int64_t state_bytes() const;
-  // Bytes of the step's scratch buffers, kept between steps: bounded by
-  // the bucket size (or the largest parameter), not by the model.
+  // Bytes of the step's scratch buffers, kept between steps, with what the
+  // tensors' communicator keeps for the step's collectives (as of the last
+  // step): bounded by the bucket size (or the largest parameter), not by
+  // the model.
   int64_t scratch_bytes() const;
 
  private:
@@ -208,6 +210,9 @@ class ZeroOptimizer {
   // Set when a step begins changing this rank's parameters (by stepping
   // them, or by receiving other owners'; from either thread).
   std::atomic<bool> changing_{false};
+  // tensors_->kept_bytes() after the last step (read where the collectives
+  // run, not from a status call).
+  int64_t communicator_kept_bytes_ = 0;
   absl::Status damage_;
 };
 

@@ -133,6 +133,27 @@ TEST(ZeroStagedTensorsTest, EveryModeThroughAStagedCommunicatorMatches) {
   }
 }
 
+// The scratch a rank reports counts what the tensors' communicator keeps
+// for the step's collectives: through a staged communicator, its two
+// page-locked chunks (and its packing, gradient-sharded) on top of what the
+// same run keeps through gloo directly.
+TEST(ZeroStagedTensorsTest, ScratchCountsTheStagingChunks) {
+  for (bool sharded : {false, true}) {
+    Scenario s = BaseScenario("adam", 2, /*mixed=*/true);
+    s.steps = 2;
+    s.options.gradient_sharded = sharded;
+    s.options.bucket_bytes = 1024;
+    const Outcome direct = zero_testing::Run(s);
+    s.staged_chunk_bytes = 96;
+    const Outcome staged = zero_testing::Run(s);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_GT(direct.scratch_bytes[r], 0);
+      EXPECT_GE(staged.scratch_bytes[r], direct.scratch_bytes[r] + 2 * 96)
+          << "rank " << r << " sharded=" << sharded;
+    }
+  }
+}
+
 // Parameters of 200 KiB to 1.6 MiB: the gradient-sharded gather sends them
 // straight between the tensors (the ring over one buffer per parameter),
 // not packed; every rank still ends bit for bit at the reference.

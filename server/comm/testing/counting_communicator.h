@@ -24,6 +24,7 @@ class CountingCommunicator : public ForwardingCommunicator {
   void SetTimeout(absl::Duration timeout) override {
     inner_.SetTimeout(timeout);
   }
+  int64_t kept_bytes() const override { return inner_.kept_bytes(); }
   absl::Status AllReduce(absl::Span<float> values, ReduceOp op) override {
     ++calls_;
     all_reduce_bytes += values.size() * sizeof(float);
