@@ -2,35 +2,20 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "common/cuda_error_text.h"
 #include "common/cuda_ops.h"
+#include "common/cuda_stream.h"
 
 namespace distopt {
 namespace cuda_ops {
 namespace {
 
-// Every kernel and copy runs on the calling thread's own stream and is
-// complete when its function returns: only that stream is waited for, not
-// the device, so a step's kernels on one thread do not wait for a
-// collective in flight on NCCL's stream (or a staging copy on another
-// thread's stream), and a collective orders itself after the caller's work
-// by an event (server/comm/nccl_communicator.cc). cudaStreamPerThread
-// rather than the legacy default stream, which every blocking stream
-// waits for and which waits for them.
-const cudaStream_t kStream = cudaStreamPerThread;
-
-// Waits for the calling thread's stream after a copy that returned `error`.
-cudaError_t Complete(cudaError_t error) {
-  if (error == cudaSuccess) error = cudaStreamSynchronize(kStream);
-  return error;
+// Threads per block, and the grid of a launch over `count` elements
+// (grid-stride loops take whatever is beyond the cap).
+constexpr int kThreads = 256;
+unsigned GridFor(size_t count) {
+  const size_t wanted = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(wanted < 65535 * 8 ? wanted : 65535 * 8);
 }
-
-// Clears an error an earlier call left on this thread (a failed probe of a
-// device, say), which would otherwise read as the next launch's.
-void ClearStaleError() { cudaGetLastError(); }
-
-// The status of the kernel launch just made, then of its completion.
-std::string Launched() { return CudaErrorText(Complete(cudaGetLastError())); }
 
 // Half precision adds in fp32 and rounds to nearest even.
 __device__ __forceinline__ float AddElements(float a, float b) { return a + b; }
@@ -57,13 +42,9 @@ __global__ void FillKernel(T* dst, T value, size_t count) {
 template <typename T>
 std::string LaunchFill(void* dst, T value, size_t count) {
   if (count == 0) return std::string();
-  constexpr int kThreads = 256;
-  const size_t wanted = (count + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  ClearStaleError();
-  FillKernel<T>
-      <<<blocks, kThreads, 0, kStream>>>(static_cast<T*>(dst), value, count);
-  return Launched();
+  return CudaErrorText(LaunchOnCallerStream(FillKernel<T>, GridFor(count),
+                                            kThreads, static_cast<T*>(dst),
+                                            value, count));
 }
 
 template <typename T>
@@ -78,13 +59,9 @@ __global__ void AddKernel(T* dst, const T* src, size_t count) {
 template <typename T>
 std::string LaunchAdd(void* dst, const void* src, size_t count) {
   if (count == 0) return std::string();
-  constexpr int kThreads = 256;
-  const size_t wanted = (count + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  ClearStaleError();
-  AddKernel<T><<<blocks, kThreads, 0, kStream>>>(
-      static_cast<T*>(dst), static_cast<const T*>(src), count);
-  return Launched();
+  return CudaErrorText(LaunchOnCallerStream(AddKernel<T>, GridFor(count),
+                                            kThreads, static_cast<T*>(dst),
+                                            static_cast<const T*>(src), count));
 }
 
 __device__ __forceinline__ float ToFloat(float v) { return v; }
@@ -119,13 +96,9 @@ __global__ void ConvertKernel(To* dst, const From* src, size_t count) {
 template <typename To, typename From>
 std::string LaunchConvert(void* dst, const void* src, size_t count) {
   if (count == 0) return std::string();
-  constexpr int kThreads = 256;
-  const size_t wanted = (count + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 65535 * 8 ? wanted : 65535 * 8);
-  ClearStaleError();
-  ConvertKernel<To, From><<<blocks, kThreads, 0, kStream>>>(
-      static_cast<To*>(dst), static_cast<const From*>(src), count);
-  return Launched();
+  return CudaErrorText(LaunchOnCallerStream(
+      ConvertKernel<To, From>, GridFor(count), kThreads, static_cast<To*>(dst),
+      static_cast<const From*>(src), count));
 }
 
 template <typename To>
@@ -231,27 +204,30 @@ std::string CopyHostToDevice(int device, void* dst, const void* src,
                              size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, kStream);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                            CallerStream());
   }
-  return CudaErrorText(Complete(error));
+  return CudaErrorText(WaitForCallerStream(error));
 }
 
 std::string CopyDeviceToHost(int device, void* dst, const void* src,
                              size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, kStream);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                            CallerStream());
   }
-  return CudaErrorText(Complete(error));
+  return CudaErrorText(WaitForCallerStream(error));
 }
 
 std::string CopyDeviceToDevice(int device, void* dst, const void* src,
                                size_t bytes) {
   cudaError_t error = cudaSetDevice(device);
   if (error == cudaSuccess) {
-    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kStream);
+    error = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                            CallerStream());
   }
-  return CudaErrorText(Complete(error));
+  return CudaErrorText(WaitForCallerStream(error));
 }
 
 std::string Fill(int device, void* dst, int element_size, uint64_t bits,

@@ -5,7 +5,7 @@
 //
 // Each operation returns an empty string on success and the CUDA error text
 // otherwise. Copies and kernels run on the calling thread's own stream
-// (cudaStreamPerThread) and are complete when the function returns: work
+// (common/cuda_stream.h) and are complete when the function returns: work
 // on any other stream or thread sees their results. They do not wait for a
 // collective in flight on NCCL's stream (a non-blocking one) nor for other
 // threads' streams; they do wait for work on the legacy default stream

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "common/cuda_error_text.h"
+#include "common/cuda_stream.h"
 #include "common/testing/cuda_stream_gate.h"
 
 namespace distopt {
@@ -33,7 +33,7 @@ std::string CudaStreamGate::Hold(int device, bool own_stream) {
   cudaError_t error = cudaSetDevice(device);
   if (error != cudaSuccess) return CudaErrorText(error);
   auto* state = new State;
-  cudaStream_t stream = cudaStreamPerThread;
+  cudaStream_t stream = CallerStream();
   if (own_stream) {
     error =
         cudaStreamCreateWithFlags(&state->own_stream, cudaStreamNonBlocking);
@@ -80,8 +80,8 @@ CudaStreamGate::~CudaStreamGate() {
 
 std::string CudaStreamGate::QueueCopyToDevice(void* device_dst,
                                               const void* host, size_t bytes) {
-  return CudaErrorText(cudaMemcpyAsync(
-      device_dst, host, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+  return CudaErrorText(cudaMemcpyAsync(device_dst, host, bytes,
+                                       cudaMemcpyHostToDevice, CallerStream()));
 }
 
 }  // namespace testing

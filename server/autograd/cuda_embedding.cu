@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#include "common/cuda_error_text.h"
+#include "common/cuda_stream.h"
 #include "server/autograd/cuda_embedding.h"
 
 namespace distopt {

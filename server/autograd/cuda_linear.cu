@@ -6,7 +6,7 @@
 
 #include <mutex>
 
-#include "common/cuda_error_text.h"
+#include "common/cuda_stream.h"
 #include "server/autograd/cublas_library.h"
 #include "server/autograd/cuda_linear.h"
 

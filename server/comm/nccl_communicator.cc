@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cuda_stream.h"
 #include "common/metrics.h"
 #include "server/comm/block_offsets.h"
 #include "server/comm/collective_metrics.h"
@@ -262,7 +263,7 @@ class NcclCommunicator : public Communicator {
   //
   // Ordering is by events, not by waiting for the device: NCCL's stream
   // waits for what the calling thread has queued on its stream (where the
-  // backend's kernels and copies run, common/cuda_ops.h), so a tensor
+  // backend's kernels and copies run, common/cuda_stream.h), so a tensor
   // handed over is read only once written; no other stream is waited for,
   // so the step's kernels on another thread (ZeroOptions::overlap) run
   // alongside the collective. The host then waits for the collective's
@@ -278,7 +279,7 @@ class NcclCommunicator : public Communicator {
                        "failure; expected a new group"));
     }
     cudaSetDevice(device_);
-    cudaError_t ordered = cudaEventRecord(inputs_ready_, cudaStreamPerThread);
+    cudaError_t ordered = cudaEventRecord(inputs_ready_, CallerStream());
     if (ordered == cudaSuccess) {
       ordered = cudaStreamWaitEvent(stream_, inputs_ready_, 0);
     }

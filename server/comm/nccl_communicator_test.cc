@@ -49,6 +49,13 @@ absl::Span<float> Floats(Tensor& tensor) {
                            tensor.num_elements());
 }
 
+// A communicator of one rank on cuda:0 (the store serves its creation only).
+absl::StatusOr<std::unique_ptr<Communicator>> OnOneGpu() {
+  KeyValueStore store;
+  LocalRendezvousStore rendezvous(&store);
+  return CreateNcclCommunicator(NcclOptions(), &rendezvous);
+}
+
 TEST(NcclCommunicatorTest, WithoutAGpuCreationIsAClearError) {
   if (NcclCompiledIn() && GpuCount() > 0) GTEST_SKIP() << "a GPU is present";
   KeyValueStore store;
@@ -63,9 +70,7 @@ TEST(NcclCommunicatorTest, WithoutAGpuCreationIsAClearError) {
 
 TEST(NcclCommunicatorTest, EveryCollectiveRunsOnOneGpu) {
   if (!NcclCompiledIn() || GpuCount() < 1) GTEST_SKIP() << "no CUDA GPU";
-  KeyValueStore store;
-  LocalRendezvousStore rendezvous(&store);
-  auto communicator = CreateNcclCommunicator(NcclOptions(), &rendezvous);
+  auto communicator = OnOneGpu();
   ASSERT_TRUE(communicator.ok()) << communicator.status();
   Communicator& c = **communicator;
   Tensor values = OnDevice({1, 2, 3}, 0);
@@ -95,9 +100,7 @@ TEST(NcclCommunicatorTest, EveryCollectiveRunsOnOneGpu) {
 // the tensor once written; without the event it would gather the zeros.
 TEST(NcclCommunicatorTest, ACollectiveReadsWhatItsCallerQueuedBeforeIt) {
   if (!NcclCompiledIn() || GpuCount() < 1) GTEST_SKIP() << "no CUDA GPU";
-  KeyValueStore store;
-  LocalRendezvousStore rendezvous(&store);
-  auto communicator = CreateNcclCommunicator(NcclOptions(), &rendezvous);
+  auto communicator = OnOneGpu();
   ASSERT_TRUE(communicator.ok()) << communicator.status();
   Tensor input = OnDevice({0, 0, 0, 0}, 0);
   Tensor output = OnDevice({0, 0, 0, 0}, 0);

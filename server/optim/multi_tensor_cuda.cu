@@ -9,7 +9,7 @@
 
 #include <mutex>
 
-#include "common/cuda_error_text.h"
+#include "common/cuda_stream.h"
 #include "server/optim/multi_tensor.h"
 
 namespace distopt {
@@ -222,32 +222,27 @@ std::string Run(const Launch& launch) {
     scratch.bytes = needed;
   }
   char* base = static_cast<char*>(scratch.memory);
-  // On the calling thread's stream, as common/cuda_ops.h's operations: the
-  // step waits for its own work, not for a collective on NCCL's stream.
-  // Every exit after the first copy is queued waits for the stream: a copy
-  // from pageable memory may still read `chunks`, and the scratch is
-  // another thread's once the lock is released.
-  const cudaStream_t kStream = cudaStreamPerThread;
+  // On the caller's stream, as every CUDA operation (common/cuda_stream.h).
   error = cudaMemcpyAsync(base, launch.tensors.data(), tensor_bytes,
-                          cudaMemcpyHostToDevice, kStream);
+                          cudaMemcpyHostToDevice, CallerStream());
   if (error == cudaSuccess) {
     error = cudaMemcpyAsync(base + chunk_offset, chunks.data(),
                             chunks.size() * sizeof(Chunk),
-                            cudaMemcpyHostToDevice, kStream);
+                            cudaMemcpyHostToDevice, CallerStream());
   }
-  if (error == cudaSuccess) {
-    cudaGetLastError();  // An earlier call's error is not this launch's.
-    Scalars scalars;
-    for (int i = 0; i < kMaxScalars; ++i) scalars.v[i] = launch.scalars[i];
-    MultiTensorStep<<<static_cast<unsigned>(chunks.size()), kThreads, 0,
-                      kStream>>>(
-        reinterpret_cast<const TensorArgs*>(base),
-        reinterpret_cast<const Chunk*>(base + chunk_offset), launch.op,
-        launch.type, launch.flags, scalars);
-    error = cudaGetLastError();
+  if (error != cudaSuccess) {
+    // The first copy may still be queued: it may read `chunks`, and the
+    // scratch is another thread's once the lock is released.
+    cudaStreamSynchronize(CallerStream());
+    return CudaErrorText(error);
   }
-  const cudaError_t completed = cudaStreamSynchronize(kStream);
-  if (error == cudaSuccess) error = completed;
+  Scalars scalars;
+  for (int i = 0; i < kMaxScalars; ++i) scalars.v[i] = launch.scalars[i];
+  error = LaunchOnCallerStream(
+      MultiTensorStep, static_cast<unsigned>(chunks.size()), kThreads,
+      reinterpret_cast<const TensorArgs*>(base),
+      reinterpret_cast<const Chunk*>(base + chunk_offset), launch.op,
+      launch.type, launch.flags, scalars);
   return CudaErrorText(error);
 }
 
