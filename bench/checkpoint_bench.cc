@@ -15,13 +15,17 @@
 //     ten with a save alternating with batches without;
 //   - restore: the time from starting a daemon on the checkpoint to its
 //     serving, less an empty daemon's start, against reading the
-//     checkpoint's files (goal >= 0.7). Both read with a cold page cache
-//     when this process may drop it (root), and say so when not.
+//     checkpoint's files (goal >= 0.7), the median of five pairs. Both
+//     read with a cold page cache when this process may drop it (root),
+//     and say so when not.
 //
-//   bazel run -c opt //bench:checkpoint_bench [-- FOLDER]
+//   bazel run -c opt //bench:checkpoint_bench [-- [--keep] FOLDER]
+//   bazel run -c opt //bench:checkpoint_bench -- --restore_only [FOLDER]
 //
 // FOLDER (default /var/tmp/distopt_checkpoint_bench) must be on the disk
-// to measure, not a tmpfs; it is emptied first and removed at the end.
+// to measure, not a tmpfs; it is emptied first and removed at the end,
+// unless --keep: then --restore_only measures the restore alone again on
+// what it left (to profile or compare a change to the restore).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -32,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -205,13 +210,71 @@ struct Trainee {
   }
 };
 
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+// Restores of the newest checkpoint in `folder`, cold, each against
+// reading the same files cold just before: this machine's disk and memory
+// vary by 2x from one second to the next, so pairs are taken kRestores
+// times and their median reported.
+constexpr int kRestores = 5;
+struct Restored {
+  uint64_t bytes = 0;
+  std::vector<double> seconds;   // Start to serving, less an empty daemon's.
+  std::vector<double> raw_read;  // Reading the files.
+  double empty_start = 0;        // An empty daemon's start to serving.
+  bool cold = false;             // Whether the page cache was dropped.
+
+  void Print() const {
+    const double mib = 1 << 20;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      ratios.push_back(raw_read[i] / seconds[i]);
+    }
+    std::printf(
+        "restore: %.0f MiB in %.3f s (start to serving, less an empty "
+        "daemon's start %.3f s) = %.0f MiB/s; reading the files: %.0f MiB/s; "
+        "restore/read %.2f (goal >= 0.7; medians of %zu pairs, the ratio "
+        "from %.2f to %.2f)%s\n",
+        bytes / mib, Median(seconds), empty_start,
+        bytes / Median(seconds) / mib, bytes / Median(raw_read) / mib,
+        Median(ratios), ratios.size(),
+        *std::min_element(ratios.begin(), ratios.end()),
+        *std::max_element(ratios.begin(), ratios.end()),
+        cold ? ", page cache dropped before each"
+             : "; the page cache could not be dropped (not root): both warm");
+  }
+};
+
+std::optional<Restored> MeasureRestore(const fs::path& folder) {
+  Restored restored;
+  std::unique_ptr<LocalWorker> daemon;
+  restored.empty_start = SecondsOf([&] { daemon = StartDaemon({}); });
+  daemon.reset();
+  for (int i = 0; i < kRestores; ++i) {
+    // Only the newest checkpoint is read at a restore.
+    restored.cold = DropPageCache();
+    restored.raw_read.push_back(
+        TimeRawRead(folder / "parameters", &restored.bytes));
+    DropPageCache();
+    const double start = SecondsOf(
+        [&] { daemon = StartDaemon({"--checkpoint_dir=" + folder.string()}); });
+    if (daemon == nullptr) return std::nullopt;
+    daemon.reset();
+    restored.seconds.push_back(start - restored.empty_start);
+  }
+  return restored;
+}
+
 double Mean(const std::vector<double>& values) {
   double sum = 0;
   for (double v : values) sum += v;
   return values.empty() ? 0 : sum / values.size();
 }
 
-int Run(const fs::path& root) {
+int Run(const fs::path& root, bool keep) {
   fs::remove_all(root);
   fs::create_directories(root);
   Client client;
@@ -291,31 +354,14 @@ int Run(const fs::path& root) {
   const double save_bandwidth = saved->bytes() / saved->write_seconds();
   const double raw_write_bandwidth = saved->bytes() / raw_write;
 
-  // Restore, cold, against reading the same files cold.
-  const fs::path folder = root / "periodic";
   absl::StatusOr<int> stopped = periodic.daemon->Stop();
   periodic.daemon.reset();
   if (!stopped.ok() || *stopped != 0) {
     std::printf("the checkpointing daemon did not stop cleanly\n");
     return 1;
   }
-  // Only the newest checkpoint is read at a restore.
-  const fs::path newest = folder / "parameters";
-  const bool cold = DropPageCache();
-  uint64_t checkpoint_bytes = 0;
-  const double raw_read = TimeRawRead(newest, &checkpoint_bytes);
-  DropPageCache();
-  std::unique_ptr<LocalWorker> restored;
-  const double restore = SecondsOf(
-      [&] { restored = StartDaemon({"--checkpoint_dir=" + folder.string()}); });
-  if (restored == nullptr) return 1;
-  restored.reset();
-  const double empty_start = SecondsOf([&] { restored = StartDaemon({}); });
-  restored.reset();
-  const double restore_only = restore - empty_start;
-  const double restore_bandwidth = checkpoint_bytes / restore_only;
-  const double raw_read_bandwidth = checkpoint_bytes / raw_read;
-
+  const std::optional<Restored> restored = MeasureRestore(root / "periodic");
+  if (!restored.has_value()) return 1;
   const double mib = 1 << 20;
   std::printf(
       "\nwrite: a save of %.0f MiB wrote at %.0f MiB/s (copy under the locks "
@@ -336,16 +382,8 @@ int Run(const fs::path& root) {
       "(goal <= 5 %%)\n",
       kEverySteps, kIterationBatches * kEverySteps, Mean(saving_iterations),
       Mean(quiet_iterations), 100 * overhead_iteration);
-  std::printf(
-      "restore: %.0f MiB in %.3f s (start to serving %.3f s less an empty "
-      "daemon's start %.3f s) = %.0f MiB/s; reading the files: %.0f MiB/s; "
-      "restore/read %.2f (goal >= 0.7)%s\n",
-      checkpoint_bytes / mib, restore_only, restore, empty_start,
-      restore_bandwidth / mib, raw_read_bandwidth / mib,
-      restore_bandwidth / raw_read_bandwidth,
-      cold ? ", page cache dropped before each"
-           : "; the page cache could not be dropped (not root): both warm");
-  fs::remove_all(root);
+  restored->Print();
+  if (!keep) fs::remove_all(root);
   return 0;
 }
 
@@ -353,5 +391,28 @@ int Run(const fs::path& root) {
 }  // namespace distopt
 
 int main(int argc, char** argv) {
-  return distopt::Run(argc > 1 ? argv[1] : "/var/tmp/distopt_checkpoint_bench");
+  std::string folder = "/var/tmp/distopt_checkpoint_bench";
+  bool keep = false;
+  bool restore_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--keep") {
+      keep = true;
+    } else if (arg == "--restore_only") {
+      restore_only = true;
+    } else if (arg.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "unknown flag %s\n", arg.c_str());
+      return 2;
+    } else {
+      folder = arg;
+    }
+  }
+  if (restore_only) {
+    const auto restored =
+        distopt::MeasureRestore(std::filesystem::path(folder) / "periodic");
+    if (!restored.has_value()) return 1;
+    restored->Print();
+    return 0;
+  }
+  return distopt::Run(folder, keep);
 }

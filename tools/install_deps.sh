@@ -23,6 +23,7 @@ packages=(
   libopenblas-dev
   libgloo-dev            # CPU collectives among data-parallel ranks
   zlib1g-dev             # the digits demo reads data/digits/digits.csv.gz
+  libdeflate-dev         # checkpoints' crc32 (zlib's, with PCLMULQDQ)
   prometheus-cpp-dev     # the daemon's /metrics (--metrics_listen)
   # Tests and benchmarks
   libgtest-dev

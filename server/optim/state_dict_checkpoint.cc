@@ -157,27 +157,13 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
       }
     }
   }
-  size_t current = 0;
-  size_t filled = 0;
-  absl::Status read = sections.Read(values_section, [&](const char* data,
-                                                        size_t length) {
-    while (length > 0) {
-      while (current < order.size() && filled == order[current]->byte_size()) {
-        ++current;
-        filled = 0;
-      }
-      if (current == order.size()) {
-        return Damaged(values_section, "more bytes than the state holds");
-      }
-      Tensor& tensor = *order[current];
-      const size_t take = std::min(length, tensor.byte_size() - filled);
-      std::memcpy(static_cast<char*>(tensor.data()) + filled, data, take);
-      filled += take;
-      data += take;
-      length -= take;
-    }
-    return absl::OkStatus();
-  });
+  std::vector<absl::Span<char>> destinations;
+  destinations.reserve(order.size());
+  for (Tensor* tensor : order) {
+    destinations.emplace_back(static_cast<char*>(tensor->data()),
+                              tensor->byte_size());
+  }
+  absl::Status read = sections.ReadInto(values_section, destinations);
   if (!read.ok()) return read;
   return dicts;
 }

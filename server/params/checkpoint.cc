@@ -3,8 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
 #include "server/params/parameter_locks.h"
+#include "server/params/two_stage_pipeline.h"
 
 namespace distopt {
 namespace {
@@ -51,10 +53,19 @@ constexpr char kMagic[8] = {'D', 'O', 'P', 'T', 'C', 'K', 'P', '2'};
 constexpr char kIndexName[] = "index.binpb";
 // Format 3: every parameter's values, in the index's order.
 constexpr char kValuesName[] = "values.bin";
-// Bytes move between memory and file in blocks of this size, one read or
-// written while the next is checksummed (so a large parameter never needs
-// a host copy of its whole size, and the disk and the CPU work at once).
+// A save writes in blocks of this size, one written while the next is
+// copied and checksummed (so a large parameter never needs a host copy of
+// its whole size, and the disk and the CPU work at once).
 constexpr size_t kBlockBytes = size_t{8} << 20;
+// A restore reads in smaller blocks, one read while the one before is
+// checksummed: the two overlap except for a value's first and last block.
+constexpr size_t kReadBlockBytes = size_t{4} << 20;
+// Blocks a restore of device values stages through host memory.
+constexpr size_t kStagingBlocks = 4;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it.
+#endif
 
 // The k-th checkpoint before the newest (k >= 1).
 fs::path Previous(const fs::path& root, int k) {
@@ -124,10 +135,12 @@ std::string ValuesFile(const fs::path& dir, uint64_t id) {
   return (dir / absl::StrCat(id, ".bin")).string();
 }
 
+// zlib's crc32, as format 2 and later record it, computed by libdeflate:
+// with the CPU's carry-less multiply it runs several times faster, and a
+// restore checks every byte it reads with it (zlib's took a third of a
+// restore's CPU time).
 uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
-  return static_cast<uint32_t>(
-      crc32(crc, reinterpret_cast<const Bytef*>(data),
-            static_cast<uInt>(size)));  // size <= kBlockBytes < 4 GiB.
+  return libdeflate_crc32(crc, data, size);
 }
 
 // The error of a failed write or sync of `path`: RESOURCE_EXHAUSTED when
@@ -333,34 +346,25 @@ bool IsSectionName(absl::string_view name) {
   });
 }
 
-// Reads [offset, offset + length) of `path` block by block into where(k)
-// (block k's bytes, at most kBlockBytes) and hands each block to
-// use(): block k + 1 is read, on another thread, while use() runs on
-// block k (so where() must not give the same memory to both).
+// Reads [offset, offset + length) of `path` block by block
+// (kReadBlockBytes) into where(k), block k's bytes, and hands each block to
+// use(), in order: blocks are read on a helper thread while use() runs on
+// the calling thread, up to `window` blocks ahead of it (where() may give
+// block k + window the memory of block k). Small blocks keep the two
+// stages busy together: what cannot overlap is the first block's read and
+// the last block's use. While the calling thread waits for a read, it
+// runs meanwhile() (see RunTwoStages).
 absl::Status ReadPipelined(
     int fd, const fs::path& path, uint64_t offset, uint64_t length,
-    absl::FunctionRef<char*(size_t block)> where,
-    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use) {
+    size_t window, absl::FunctionRef<char*(size_t block)> where,
+    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use,
+    absl::FunctionRef<bool()> meanwhile = [] { return false; }) {
   const size_t blocks =
-      static_cast<size_t>((length + kBlockBytes - 1) / kBlockBytes);
+      static_cast<size_t>((length + kReadBlockBytes - 1) / kReadBlockBytes);
   auto size_of = [&](size_t k) {
     return static_cast<size_t>(
-        std::min<uint64_t>(kBlockBytes, length - k * kBlockBytes));
+        std::min<uint64_t>(kReadBlockBytes, length - k * kReadBlockBytes));
   };
-  auto read_block = [&, fd](size_t k, char* into) -> absl::Status {
-    const size_t size = size_of(k);
-    for (size_t done = 0; done < size;) {
-      const ssize_t n =
-          pread(fd, into + done, size - done,
-                static_cast<off_t>(offset + k * kBlockBytes + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Unreadable(path, errno);
-      if (n == 0) return Damaged(path, "shorter than its index says");
-      done += static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
-  };
-  if (blocks == 0) return absl::OkStatus();
   // The whole range is wanted, in order: the kernel reads it ahead at the
   // disk's pace while blocks are checksummed and copied (one read at a
   // time, as here, leaves a fast disk idle between them). Only a hint.
@@ -368,22 +372,67 @@ absl::Status ReadPipelined(
                 POSIX_FADV_SEQUENTIAL);
   posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
                 POSIX_FADV_WILLNEED);
-  std::future<absl::Status> reading = std::async(
-      std::launch::async, [&, into = where(0)] { return read_block(0, into); });
-  for (size_t k = 0; k < blocks; ++k) {
-    absl::Status status = reading.get();
-    if (status.ok() && k + 1 < blocks) {
-      reading = std::async(std::launch::async, [&, k, into = where(k + 1)] {
-        return read_block(k + 1, into);
+  return RunTwoStages(
+      blocks, window,
+      [&](size_t k) -> absl::Status {
+        char* into = where(k);
+        const size_t size = size_of(k);
+        for (size_t done = 0; done < size;) {
+          const ssize_t n =
+              pread(fd, into + done, size - done,
+                    static_cast<off_t>(offset + k * kReadBlockBytes + done));
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) return Unreadable(path, errno);
+          if (n == 0) return Damaged(path, "shorter than its index says");
+          done += static_cast<size_t>(n);
+        }
+        return absl::OkStatus();
+      },
+      [&](size_t k) { return use(k, where(k), size_of(k)); }, meanwhile);
+}
+
+// Maps the pages within [data, data + size) of host memory writable
+// without changing what they hold (MADV_POPULATE_WRITE, Linux 5.14): false
+// where the kernel cannot.
+bool FaultIn(char* data, size_t size) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(data) + size) / page * page;
+  if (end <= begin) return true;
+  return madvise(reinterpret_cast<void*>(begin), end - begin,
+                 MADV_POPULATE_WRITE) == 0;
+}
+
+// Reads [offset, offset + length) of `path` straight into `into`, and
+// continues the crc32 in `*crc` over it. `into` is mostly fresh memory (a
+// restored tensor), whose first touch costs a page fault and a cleared
+// page per page: more than the copy, on some machines (a VM whose host
+// backs memory lazily) several times more. So while the calling thread
+// waits for a block, it faults in the memory ahead of the reading thread,
+// 2 MiB (a huge page) at a time, and the two threads share that cost.
+absl::Status ReadRangeInto(int fd, const fs::path& path, uint64_t offset,
+                           uint64_t length, char* into, uint32_t* crc) {
+  constexpr size_t kFaultBytes = size_t{2} << 20;
+  uint64_t faulted = kReadBlockBytes;  // Block 0 is read first.
+  bool can_fault = true;
+  const size_t every_block = std::numeric_limits<size_t>::max();
+  return ReadPipelined(
+      fd, path, offset, length, every_block,
+      [&](size_t k) { return into + k * kReadBlockBytes; },
+      [&](size_t, const char* data, size_t size) {
+        *crc = Crc32(*crc, data, size);
+        return absl::OkStatus();
+      },
+      [&] {
+        if (!can_fault || faulted >= length) return false;
+        const size_t size = static_cast<size_t>(
+            std::min<uint64_t>(kFaultBytes, length - faulted));
+        can_fault = FaultIn(into + faulted, size);
+        faulted += size;
+        return can_fault;
       });
-    }
-    if (status.ok()) status = use(k, where(k), size_of(k));
-    if (!status.ok()) {
-      if (reading.valid()) reading.wait();
-      return status;
-    }
-  }
-  return absl::OkStatus();
 }
 
 // An open file, closed when it goes.
@@ -434,15 +483,10 @@ class FolderSections : public CheckpointSections {
       const fs::path path = folder_ / kValuesName;
       OpenFile file(path);
       if (file.fd() < 0) return Unreadable(path, file.error());
-      char* base = static_cast<char*>(values.data());
       uint32_t crc = Crc32(0, nullptr, 0);
-      absl::Status read = ReadPipelined(
-          file.fd(), path, offset, values.byte_size(),
-          [&](size_t k) { return base + k * kBlockBytes; },
-          [&](size_t, const char* data, size_t size) {
-            crc = Crc32(crc, data, size);
-            return absl::OkStatus();
-          });
+      absl::Status read =
+          ReadRangeInto(file.fd(), path, offset, values.byte_size(),
+                        static_cast<char*>(values.data()), &crc);
       if (!read.ok()) return read;
       if (crc != checkpoint_.index.values_crc32(static_cast<int>(i))) {
         return Damaged(path, absl::StrCat("checksum mismatch: the values of "
@@ -468,37 +512,41 @@ class FolderSections : public CheckpointSections {
   }
 
   absl::StatusOr<std::string> ReadAll(const std::string& name) const override {
-    std::string bytes;
-    absl::Status status = Read(name, [&](const char* data, size_t size) {
-      bytes.append(data, size);
-      return absl::OkStatus();
-    });
+    absl::StatusOr<uint64_t> size = Size(name);
+    if (!size.ok()) return size.status();
+    std::string bytes(*size, '\0');
+    const absl::Span<char> whole(bytes.data(), bytes.size());
+    absl::Status status = ReadInto(name, absl::MakeConstSpan(&whole, 1));
     if (!status.ok()) return status;
     return bytes;
   }
 
-  absl::Status Read(const std::string& name,
-                    absl::FunctionRef<absl::Status(const char*, size_t)>
-                        consume) const override {
+  absl::Status ReadInto(
+      const std::string& name,
+      absl::Span<const absl::Span<char>> destinations) const override {
     const fs::path path = folder_ / name;
     auto it = sections_.find(name);
     if (it == sections_.end()) return Damaged(path, "missing from the index");
     const checkpoint::Section& section = *it->second;
+    uint64_t total = 0;
+    for (absl::Span<char> destination : destinations) {
+      total += destination.size();
+    }
+    if (total != section.size()) {
+      return Damaged(path, absl::StrCat("holds ", section.size(), " bytes; ",
+                                        total, " expected"));
+    }
     OpenFile file(path);
     if (file.fd() < 0) return Unreadable(path, file.error());
-    std::vector<char> blocks[2];
-    for (auto& block : blocks) {
-      block.resize(std::min<uint64_t>(section.size(), kBlockBytes));
-    }
     uint32_t crc = Crc32(0, nullptr, 0);
-    absl::Status status = ReadPipelined(
-        file.fd(), path, 0, section.size(),
-        [&](size_t k) { return blocks[k % 2].data(); },
-        [&](size_t, const char* data, size_t size) {
-          crc = Crc32(crc, data, size);
-          return consume(data, size);
-        });
-    if (!status.ok()) return status;
+    uint64_t offset = 0;
+    for (absl::Span<char> destination : destinations) {
+      absl::Status status =
+          ReadRangeInto(file.fd(), path, offset, destination.size(),
+                        destination.data(), &crc);
+      if (!status.ok()) return status;
+      offset += destination.size();
+    }
     if (crc != section.crc32()) {
       return Damaged(path, "checksum mismatch: the section is damaged");
     }
@@ -665,8 +713,8 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
   std::vector<uint64_t> restored;
   absl::Status status;
   std::unique_ptr<OpenFile> file;
-  uint64_t offset = 0;          // In the one values file of format 3.
-  std::vector<char> blocks[2];  // For values that are not on the host.
+  uint64_t offset = 0;        // In the one values file of format 3.
+  std::vector<char> staging;  // For values that are not on the host.
   for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
     const ParameterInfo& info = checkpoint.infos[i];
     // Format 3 holds the values one after the other in one file; older
@@ -690,23 +738,25 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
     }
     // The device is this daemon's, whatever it was when saved.
     status = store.Restore(info, [&](Tensor& values) {
-      const bool on_host = values.device().is_cpu();
       char* base = static_cast<char*>(values.data());
-      if (!on_host) {
-        for (auto& block : blocks) block.resize(kBlockBytes);
-      }
       uint32_t crc = Crc32(0, nullptr, 0);
-      absl::Status read = ReadPipelined(
-          file->fd(), path, offset, values.byte_size(),
-          [&](size_t k) {
-            return on_host ? base + k * kBlockBytes : blocks[k % 2].data();
-          },
-          [&](size_t k, const char* data, size_t size) {
-            crc = Crc32(crc, data, size);
-            if (on_host) return absl::OkStatus();
-            return store.backend()->CopyFromHost(base + k * kBlockBytes, data,
-                                                 size);
-          });
+      absl::Status read;
+      if (values.device().is_cpu()) {
+        read = ReadRangeInto(file->fd(), path, offset, values.byte_size(), base,
+                             &crc);
+      } else {
+        staging.resize(kStagingBlocks * kReadBlockBytes);
+        read = ReadPipelined(
+            file->fd(), path, offset, values.byte_size(), kStagingBlocks,
+            [&](size_t k) {
+              return staging.data() + k % kStagingBlocks * kReadBlockBytes;
+            },
+            [&](size_t k, const char* data, size_t size) {
+              crc = Crc32(crc, data, size);
+              return store.backend()->CopyFromHost(base + k * kReadBlockBytes,
+                                                   data, size);
+            });
+      }
       if (!read.ok()) return read;
       if (checkpoint.index.format() != kFormatWithoutChecksums &&
           crc != checkpoint.index.values_crc32(static_cast<int>(i))) {

@@ -29,6 +29,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 #include "server/params/parameter_store.h"
 
@@ -121,13 +122,13 @@ class CheckpointSections {
   // The whole section.
   virtual absl::StatusOr<std::string> ReadAll(
       const std::string& name) const = 0;
-  // The section in order, block by block; the checksum is known only after
-  // the last block, so `consume` must keep what it gets aside until this
-  // returns OK.
-  virtual absl::Status Read(
+  // The section's bytes, in order, straight into `destinations`, which
+  // together must hold exactly its size (DATA_LOSS when they do not). The
+  // checksum is known only after the last byte: on an error, what the
+  // destinations hold is to be dropped.
+  virtual absl::Status ReadInto(
       const std::string& name,
-      absl::FunctionRef<absl::Status(const char* data, size_t size)> consume)
-      const = 0;
+      absl::Span<const absl::Span<char>> destinations) const = 0;
   // The saved values of the parameter named `name` into `values` (host
   // memory, its dtype and shape), checksum checked: a group that falls back
   // to an older group step takes its parameters from that checkpoint.

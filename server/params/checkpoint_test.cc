@@ -137,6 +137,50 @@ TEST_F(CheckpointTest, RestoresIdsNamesVersionsAndValues) {
   EXPECT_GT(restored.Create(spec)->id, before.back().id);
 }
 
+// A section's bytes go straight into the reader's memory, split as it
+// likes; destinations that do not hold exactly the section are refused
+// before anything is read.
+TEST_F(CheckpointTest, ASectionIsReadIntoTheDestinationsGiven) {
+  ParameterStore original(CpuBackend(), &budget_);
+  Populate(original);
+  CheckpointContents contents = LiveContents(original);
+  std::string state(9 << 20, '\0');  // More than one read block.
+  for (size_t i = 0; i < state.size(); ++i) {
+    state[i] = static_cast<char>(i * 7 + i / 4096);
+  }
+  contents.sections.push_back(BytesSection("state", state));
+  ASSERT_TRUE(SaveCheckpoint(contents, dir_, 0).ok());
+
+  Restored restored;
+  std::string whole;
+  std::string split(state.size(), '\0');
+  absl::Status too_short, too_long;
+  restored.loaded = LoadCheckpoint(
+      restored.store, dir_, [&](const CheckpointSections& sections) {
+        whole = *sections.ReadAll("state");
+        // Three uneven parts, one of them empty.
+        const std::vector<absl::Span<char>> parts = {
+            {split.data(), 5 << 20},
+            {split.data() + (5 << 20), 0},
+            {split.data() + (5 << 20), split.size() - (5 << 20)}};
+        absl::Status read = sections.ReadInto("state", parts);
+        if (!read.ok()) return read;
+        too_short = sections.ReadInto("state", {{split.data(), 100}});
+        std::string longer(state.size() + 1, '\0');
+        too_long = sections.ReadInto("state", {{longer.data(), longer.size()}});
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(restored.loaded.ok()) << restored.loaded.status();
+  EXPECT_TRUE(whole == state);
+  EXPECT_TRUE(split == state);
+  for (const absl::Status& status : {too_short, too_long}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(status.message(),
+                ::testing::HasSubstr(
+                    absl::StrCat("state: holds ", state.size(), " bytes")));
+  }
+}
+
 TEST_F(CheckpointTest, NoCheckpointYetRestoresNothing) {
   ParameterStore store(CpuBackend(), &budget_);
   EXPECT_EQ(LoadCheckpoint(store, dir_)->parameters, 0u);
