@@ -408,6 +408,13 @@ int main(int argc, char** argv) {
     }
   }
   if (restore_only) {
+    if (!std::filesystem::is_directory(std::filesystem::path(folder) /
+                                       "periodic" / "parameters")) {
+      std::fprintf(stderr,
+                   "%s/periodic holds no checkpoint: run with --keep first\n",
+                   folder.c_str());
+      return 2;
+    }
     const auto restored =
         distopt::MeasureRestore(std::filesystem::path(folder) / "periodic");
     if (!restored.has_value()) return 1;

@@ -2,7 +2,7 @@
 // optimizer table, ZeRO, post-local SGD) puts a SavedStateDict for each in
 // its own header section and every buffer's values, back to back, in one
 // raw values section: the state is written from the snapshot's tensors
-// with no serialised copy of its size, and read back block by block into
+// with no serialised copy of its size, and read back straight into the
 // tensors.
 #ifndef DISTOPT_SERVER_OPTIM_STATE_DICT_CHECKPOINT_H_
 #define DISTOPT_SERVER_OPTIM_STATE_DICT_CHECKPOINT_H_

@@ -2,10 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <libdeflate.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -346,49 +346,55 @@ bool IsSectionName(absl::string_view name) {
   });
 }
 
+// Tells the kernel that [offset, offset + length) of `fd` is wanted, in
+// order: it reads it ahead at the disk's pace while blocks are checksummed
+// and copied (one read at a time, as here, leaves a fast disk idle between
+// them). Only a hint.
+void WillReadInOrder(int fd, uint64_t offset, uint64_t length) {
+  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
+                POSIX_FADV_SEQUENTIAL);
+  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
+                POSIX_FADV_WILLNEED);
+}
+
+// Reads `size` bytes of `path` at `offset` into `into`.
+absl::Status ReadExactly(int fd, const fs::path& path, uint64_t offset,
+                         size_t size, char* into) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n =
+        pread(fd, into + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Unreadable(path, errno);
+    if (n == 0) return Damaged(path, "shorter than its index says");
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 // Reads [offset, offset + length) of `path` block by block
-// (kReadBlockBytes) into where(k), block k's bytes, and hands each block to
+// (kReadBlockBytes) into staging memory where(k), and hands each block to
 // use(), in order: blocks are read on a helper thread while use() runs on
 // the calling thread, up to `window` blocks ahead of it (where() may give
-// block k + window the memory of block k). Small blocks keep the two
-// stages busy together: what cannot overlap is the first block's read and
-// the last block's use. While the calling thread waits for a read, it
-// runs meanwhile() (see RunTwoStages).
-absl::Status ReadPipelined(
+// block k + window the memory of block k).
+absl::Status ReadStaged(
     int fd, const fs::path& path, uint64_t offset, uint64_t length,
     size_t window, absl::FunctionRef<char*(size_t block)> where,
-    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use,
-    absl::FunctionRef<bool()> meanwhile = [] { return false; }) {
+    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use) {
+  if (length == 0) return absl::OkStatus();
   const size_t blocks =
       static_cast<size_t>((length + kReadBlockBytes - 1) / kReadBlockBytes);
   auto size_of = [&](size_t k) {
     return static_cast<size_t>(
         std::min<uint64_t>(kReadBlockBytes, length - k * kReadBlockBytes));
   };
-  // The whole range is wanted, in order: the kernel reads it ahead at the
-  // disk's pace while blocks are checksummed and copied (one read at a
-  // time, as here, leaves a fast disk idle between them). Only a hint.
-  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
-                POSIX_FADV_SEQUENTIAL);
-  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
-                POSIX_FADV_WILLNEED);
+  WillReadInOrder(fd, offset, length);
   return RunTwoStages(
       blocks, window,
-      [&](size_t k) -> absl::Status {
-        char* into = where(k);
-        const size_t size = size_of(k);
-        for (size_t done = 0; done < size;) {
-          const ssize_t n =
-              pread(fd, into + done, size - done,
-                    static_cast<off_t>(offset + k * kReadBlockBytes + done));
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0) return Unreadable(path, errno);
-          if (n == 0) return Damaged(path, "shorter than its index says");
-          done += static_cast<size_t>(n);
-        }
-        return absl::OkStatus();
+      [&](size_t k) {
+        return ReadExactly(fd, path, offset + k * kReadBlockBytes, size_of(k),
+                           where(k));
       },
-      [&](size_t k) { return use(k, where(k), size_of(k)); }, meanwhile);
+      [&](size_t k) { return use(k, where(k), size_of(k)); });
 }
 
 // Maps the pages within [data, data + size) of host memory writable
@@ -405,34 +411,88 @@ bool FaultIn(char* data, size_t size) {
                  MADV_POPULATE_WRITE) == 0;
 }
 
-// Reads [offset, offset + length) of `path` straight into `into`, and
-// continues the crc32 in `*crc` over it. `into` is mostly fresh memory (a
-// restored tensor), whose first touch costs a page fault and a cleared
-// page per page: more than the copy, on some machines (a VM whose host
-// backs memory lazily) several times more. So while the calling thread
-// waits for a block, it faults in the memory ahead of the reading thread,
-// 2 MiB (a huge page) at a time, and the two threads share that cost.
-absl::Status ReadRangeInto(int fd, const fs::path& path, uint64_t offset,
-                           uint64_t length, char* into, uint32_t* crc) {
+// Reads the bytes of `path` from `offset` on, in order, straight into
+// `destinations` (host memory), and continues the crc32 in `*crc` over
+// them. Blocks of kReadBlockBytes, which may span several destinations,
+// are read on a helper thread while the calling thread checksums the block
+// before (RunTwoStages): the two overlap but for the first block's read
+// and the last one's checksum.
+//
+// The destinations are mostly fresh memory (restored tensors), whose first
+// touch costs a page fault and a cleared page per page: more than the
+// copy, on some machines (a VM whose host backs memory lazily) several
+// times more. So while the calling thread waits for a block, it faults in
+// the memory of the blocks after it, 2 MiB (a huge page) at a time, and
+// the two threads share that cost. Where the reader is ahead, the pages
+// are already there and faulting them in again is cheap.
+absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
+                           absl::Span<const absl::Span<char>> destinations,
+                           uint32_t* crc) {
+  // Block k's pieces: the parts of the destinations that hold its bytes.
+  std::vector<std::vector<absl::Span<char>>> blocks;
+  uint64_t length = 0;
+  size_t in_block = kReadBlockBytes;
+  for (absl::Span<char> destination : destinations) {
+    for (size_t done = 0; done < destination.size();) {
+      if (in_block == kReadBlockBytes) {
+        blocks.emplace_back();
+        in_block = 0;
+      }
+      const size_t take =
+          std::min(destination.size() - done, kReadBlockBytes - in_block);
+      blocks.back().push_back(destination.subspan(done, take));
+      done += take;
+      in_block += take;
+    }
+    length += destination.size();
+  }
+  if (length == 0) return absl::OkStatus();
+  WillReadInOrder(fd, offset, length);
   constexpr size_t kFaultBytes = size_t{2} << 20;
-  uint64_t faulted = kReadBlockBytes;  // Block 0 is read first.
+  size_t fault_block = 1;  // Block 0 is read first.
+  size_t fault_piece = 0;
+  size_t fault_within = 0;
   bool can_fault = true;
-  const size_t every_block = std::numeric_limits<size_t>::max();
-  return ReadPipelined(
-      fd, path, offset, length, every_block,
-      [&](size_t k) { return into + k * kReadBlockBytes; },
-      [&](size_t, const char* data, size_t size) {
-        *crc = Crc32(*crc, data, size);
+  return RunTwoStages(
+      blocks.size(), std::numeric_limits<size_t>::max(),
+      [&](size_t k) {
+        uint64_t at = offset + k * kReadBlockBytes;
+        for (absl::Span<char> piece : blocks[k]) {
+          absl::Status read =
+              ReadExactly(fd, path, at, piece.size(), piece.data());
+          if (!read.ok()) return read;
+          at += piece.size();
+        }
+        return absl::OkStatus();
+      },
+      [&](size_t k) {
+        for (absl::Span<char> piece : blocks[k]) {
+          *crc = Crc32(*crc, piece.data(), piece.size());
+        }
         return absl::OkStatus();
       },
       [&] {
-        if (!can_fault || faulted >= length) return false;
-        const size_t size = static_cast<size_t>(
-            std::min<uint64_t>(kFaultBytes, length - faulted));
-        can_fault = FaultIn(into + faulted, size);
-        faulted += size;
+        if (!can_fault || fault_block >= blocks.size()) return false;
+        const absl::Span<char> piece = blocks[fault_block][fault_piece];
+        const size_t size = std::min(kFaultBytes, piece.size() - fault_within);
+        can_fault = FaultIn(piece.data() + fault_within, size);
+        fault_within += size;
+        if (fault_within == piece.size()) {
+          fault_within = 0;
+          if (++fault_piece == blocks[fault_block].size()) {
+            fault_piece = 0;
+            ++fault_block;
+          }
+        }
         return can_fault;
       });
+}
+
+// One destination.
+absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
+                           uint64_t length, char* into, uint32_t* crc) {
+  const absl::Span<char> whole(into, static_cast<size_t>(length));
+  return ReadScattered(fd, path, offset, absl::MakeConstSpan(&whole, 1), crc);
 }
 
 // An open file, closed when it goes.
@@ -485,7 +545,7 @@ class FolderSections : public CheckpointSections {
       if (file.fd() < 0) return Unreadable(path, file.error());
       uint32_t crc = Crc32(0, nullptr, 0);
       absl::Status read =
-          ReadRangeInto(file.fd(), path, offset, values.byte_size(),
+          ReadScattered(file.fd(), path, offset, values.byte_size(),
                         static_cast<char*>(values.data()), &crc);
       if (!read.ok()) return read;
       if (crc != checkpoint_.index.values_crc32(static_cast<int>(i))) {
@@ -539,14 +599,8 @@ class FolderSections : public CheckpointSections {
     OpenFile file(path);
     if (file.fd() < 0) return Unreadable(path, file.error());
     uint32_t crc = Crc32(0, nullptr, 0);
-    uint64_t offset = 0;
-    for (absl::Span<char> destination : destinations) {
-      absl::Status status =
-          ReadRangeInto(file.fd(), path, offset, destination.size(),
-                        destination.data(), &crc);
-      if (!status.ok()) return status;
-      offset += destination.size();
-    }
+    absl::Status status = ReadScattered(file.fd(), path, 0, destinations, &crc);
+    if (!status.ok()) return status;
     if (crc != section.crc32()) {
       return Damaged(path, "checksum mismatch: the section is damaged");
     }
@@ -742,11 +796,11 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
       uint32_t crc = Crc32(0, nullptr, 0);
       absl::Status read;
       if (values.device().is_cpu()) {
-        read = ReadRangeInto(file->fd(), path, offset, values.byte_size(), base,
+        read = ReadScattered(file->fd(), path, offset, values.byte_size(), base,
                              &crc);
       } else {
         staging.resize(kStagingBlocks * kReadBlockBytes);
-        read = ReadPipelined(
+        read = ReadStaged(
             file->fd(), path, offset, values.byte_size(), kStagingBlocks,
             [&](size_t k) {
               return staging.data() + k % kStagingBlocks * kReadBlockBytes;

@@ -11,6 +11,10 @@ absl::Status RunTwoStages(size_t blocks, size_t window,
                           absl::FunctionRef<absl::Status(size_t)> first,
                           absl::FunctionRef<absl::Status(size_t)> second,
                           absl::FunctionRef<bool()> meanwhile) {
+  if (blocks == 1) {  // Nothing to overlap: no thread.
+    absl::Status status = first(0);
+    return status.ok() ? second(0) : status;
+  }
   if (blocks == 0) return absl::OkStatus();
   window = std::max<size_t>(window, 1);
   std::mutex mutex;
@@ -51,7 +55,7 @@ absl::Status RunTwoStages(size_t blocks, size_t window,
     {
       std::unique_lock<std::mutex> lock(mutex);
       changed.wait(lock, [&] { return stop || k < firsts_done; });
-      if (k >= firsts_done) {
+      if (stop) {  // Only the first stage stops while this one waits.
         status = first_status;
         break;
       }

@@ -15,8 +15,8 @@ namespace distopt {
 // first(k) starts only once second(k - window) has returned, so that
 // memory given to block k may be reused for block k + window (window >= 1;
 // with `blocks` or more, first never waits). Returns the first error of
-// either stage, after the helper has stopped; no stage runs for a block
-// after an error.
+// either stage, after the helper has stopped; once a stage has failed,
+// neither stage begins another block.
 //
 // While the calling thread waits for a block's first stage, it calls
 // meanwhile() (a small piece of work that speeds the first stage up, such

@@ -54,27 +54,38 @@ TEST(TwoStagePipelineTest, EachBlockPassesBothStagesInOrder) {
   EXPECT_EQ(events.size(), 5u);
 }
 
+// A window of every block never holds the first stage back: all four
+// blocks are read while the first one's second stage waits for them.
 TEST(TwoStagePipelineTest, AWindowOfEveryBlockNeverHoldsTheFirstStage) {
+  std::atomic<size_t> firsts{0};
+  bool ran_ahead = false;
   std::vector<size_t> seconds;
   absl::Status status = RunTwoStages(
       4, std::numeric_limits<size_t>::max(),
-      [](size_t) { return absl::OkStatus(); },
+      [&](size_t) {
+        ++firsts;
+        return absl::OkStatus();
+      },
       [&](size_t k) {
+        if (k == 0) ran_ahead = WaitFor([&] { return firsts == 4; });
         seconds.push_back(k);
         return absl::OkStatus();
       });
   EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(ran_ahead);
   EXPECT_THAT(seconds, ElementsAre(0, 1, 2, 3));
 }
 
 // The calling thread helps while it waits: block 0's first stage waits
-// (bounded) until meanwhile() has run three times.
+// (bounded) until meanwhile() has run three times. (One block alone runs
+// on the calling thread: nothing to wait for.)
 TEST(TwoStagePipelineTest, TheCallerWorksMeanwhileWhileItWaits) {
   std::atomic<int> calls{0};
   bool helped = false;
   absl::Status status = RunTwoStages(
-      1, 1,
+      2, 2,
       [&](size_t) {
+        if (helped) return absl::OkStatus();
         helped = WaitFor([&] { return calls >= 3; });
         return absl::OkStatus();
       },
@@ -103,6 +114,30 @@ TEST(TwoStagePipelineTest, MeanwhileStopsWhenItHasNothingLeft) {
       });
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_LE(calls, 3);
+}
+
+TEST(TwoStagePipelineTest, OneBlockRunsBothStages) {
+  std::vector<std::string> stages;
+  EXPECT_TRUE(RunTwoStages(
+                  1, 1,
+                  [&](size_t) {
+                    stages.push_back("first");
+                    return absl::OkStatus();
+                  },
+                  [&](size_t) {
+                    stages.push_back("second");
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_THAT(stages, ElementsAre("first", "second"));
+  EXPECT_EQ(RunTwoStages(
+                1, 1, [](size_t) { return absl::DataLossError("short"); },
+                [&](size_t) {
+                  stages.push_back("second again");
+                  return absl::OkStatus();
+                }),
+            absl::DataLossError("short"));
+  EXPECT_EQ(stages.size(), 2u);
 }
 
 TEST(TwoStagePipelineTest, NoBlocksRunNothing) {
