@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cpu_backend.h"
+#include "common/testing/host_backend.h"
 #include "gtest/gtest.h"
 #include "server/comm/testing/gloo_test_ranks.h"
 
@@ -21,52 +22,24 @@ namespace {
 
 // The CPU backend, counting what is staged and failing the copy to the
 // host numbered `fail_copy_to_host` (0: none).
-class WatchedBackend : public Backend {
+class WatchedBackend : public HostBackend {
  public:
-  Device device() const override { return Device::Cpu(); }
-  absl::StatusOr<void*> Allocate(size_t bytes) override {
-    return cpu_->Allocate(bytes);
-  }
-  void Free(void* pointer) override { cpu_->Free(pointer); }
-  absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
-    return cpu_->CopyFromHost(dst, src, bytes);
-  }
   absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
     if (++copies_to_host == fail_copy_to_host) {
       return absl::InternalError("cuda:0: device-to-host copy failed: test");
     }
-    return cpu_->CopyToHost(dst, src, bytes);
-  }
-  absl::Status CopyWithinDevice(void* dst, const void* src,
-                                size_t bytes) override {
-    return cpu_->CopyWithinDevice(dst, src, bytes);
-  }
-  absl::Status Add(void* dst, const void* src, DType dtype,
-                   size_t count) override {
-    return cpu_->Add(dst, src, dtype, count);
-  }
-  absl::Status Fill(void* dst, DType dtype, size_t count,
-                    double value) override {
-    return cpu_->Fill(dst, dtype, count, value);
-  }
-  absl::Status Convert(void* dst, DType dst_dtype, const void* src,
-                       DType src_dtype, size_t count) override {
-    return cpu_->Convert(dst, dst_dtype, src, src_dtype, count);
+    return HostBackend::CopyToHost(dst, src, bytes);
   }
   absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
     staged_bytes += bytes;
     largest_staging = std::max(largest_staging.load(), bytes);
-    return cpu_->AllocateStaging(bytes);
+    return HostBackend::AllocateStaging(bytes);
   }
-  void FreeStaging(void* pointer) override { cpu_->FreeStaging(pointer); }
 
   std::atomic<size_t> staged_bytes{0};
   std::atomic<size_t> largest_staging{0};
   std::atomic<int> copies_to_host{0};
   int fail_copy_to_host = 0;
-
- private:
-  std::shared_ptr<Backend> cpu_ = CpuBackend();
 };
 
 std::vector<float> Values(int rank, size_t count, int salt) {

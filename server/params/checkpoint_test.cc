@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/cpu_backend.h"
+#include "common/testing/host_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/params/checkpoint_index.pb.h"
@@ -187,46 +188,16 @@ TEST_F(CheckpointTest, ASectionIsReadIntoTheDestinationsGiven) {
 // Host memory that calls itself cuda:0: a restore stages values through a
 // ring of host blocks and copies each block to the "device". Its copies in
 // are slow, so that the reads run ahead as far as the ring lets them.
-class SlowDeviceBackend : public Backend {
+class SlowDeviceBackend : public HostBackend {
  public:
   Device device() const override { return Device::Cuda(0); }
-  absl::StatusOr<void*> Allocate(size_t bytes) override {
-    return cpu_->Allocate(bytes);
-  }
-  void Free(void* pointer) override { cpu_->Free(pointer); }
   absl::Status CopyFromHost(void* dst, const void* src, size_t bytes) override {
     ++copies_in;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    return cpu_->CopyFromHost(dst, src, bytes);
+    return HostBackend::CopyFromHost(dst, src, bytes);
   }
-  absl::Status CopyToHost(void* dst, const void* src, size_t bytes) override {
-    return cpu_->CopyToHost(dst, src, bytes);
-  }
-  absl::Status CopyWithinDevice(void* dst, const void* src,
-                                size_t bytes) override {
-    return cpu_->CopyWithinDevice(dst, src, bytes);
-  }
-  absl::Status Add(void* dst, const void* src, DType dtype,
-                   size_t count) override {
-    return cpu_->Add(dst, src, dtype, count);
-  }
-  absl::Status Fill(void* dst, DType dtype, size_t count,
-                    double value) override {
-    return cpu_->Fill(dst, dtype, count, value);
-  }
-  absl::Status Convert(void* dst, DType dst_dtype, const void* src,
-                       DType src_dtype, size_t count) override {
-    return cpu_->Convert(dst, dst_dtype, src, src_dtype, count);
-  }
-  absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
-    return cpu_->AllocateStaging(bytes);
-  }
-  void FreeStaging(void* pointer) override { cpu_->FreeStaging(pointer); }
 
   std::atomic<int> copies_in{0};
-
- private:
-  std::shared_ptr<Backend> cpu_ = CpuBackend();
 };
 
 TEST_F(CheckpointTest, DeviceValuesComeThroughTheStagingRingWhole) {
