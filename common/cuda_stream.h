@@ -30,8 +30,7 @@ inline cudaStream_t CallerStream() { return cudaStreamPerThread; }
 // Once `queued` (the status of queuing work on the caller's stream) is a
 // success, waits for that stream: the status of the work.
 inline cudaError_t WaitForCallerStream(cudaError_t queued) {
-  return queued == cudaSuccess ? cudaStreamSynchronize(CallerStream())
-                               : queued;
+  return queued == cudaSuccess ? cudaStreamSynchronize(CallerStream()) : queued;
 }
 
 #ifdef __CUDACC__

@@ -81,7 +81,8 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
   // The headers first: every buffer where the previous one ended, shapes
   // that fit the section, before anything is allocated.
   std::vector<OptimizerStateDict> dicts(saved.size());
-  std::vector<Tensor*> order;
+  // Where the values go: every buffer's tensor, in the section's order.
+  std::vector<absl::Span<char>> destinations;
   uint64_t expected = 0;
   for (size_t d = 0; d < saved.size(); ++d) {
     const checkpoint::SavedStateDict& proto = *saved[d];
@@ -152,16 +153,11 @@ absl::StatusOr<std::vector<OptimizerStateDict>> ReadStateDicts(
           return Damaged(values_section, tensor.status().message());
         }
         if (!tensor.ok()) return tensor.status();
+        destinations.emplace_back(static_cast<char*>(tensor->data()),
+                                  tensor->byte_size());
         buffers[b].second = *std::move(tensor);
-        order.push_back(&buffers[b].second);
       }
     }
-  }
-  std::vector<absl::Span<char>> destinations;
-  destinations.reserve(order.size());
-  for (Tensor* tensor : order) {
-    destinations.emplace_back(static_cast<char*>(tensor->data()),
-                              tensor->byte_size());
   }
   absl::Status read = sections.ReadInto(values_section, destinations);
   if (!read.ok()) return read;

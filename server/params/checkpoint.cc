@@ -371,30 +371,38 @@ absl::Status ReadExactly(int fd, const fs::path& path, uint64_t offset,
   return absl::OkStatus();
 }
 
-// Reads [offset, offset + length) of `path` block by block
-// (kReadBlockBytes) into staging memory where(k), and hands each block to
-// use(), in order: blocks are read on a helper thread while use() runs on
-// the calling thread, up to `window` blocks ahead of it (where() may give
-// block k + window the memory of block k).
-absl::Status ReadStaged(
-    int fd, const fs::path& path, uint64_t offset, uint64_t length,
-    size_t window, absl::FunctionRef<char*(size_t block)> where,
-    absl::FunctionRef<absl::Status(size_t block, const char*, size_t)> use) {
+// Reads [offset, offset + length) of `path` onto the device memory at
+// `device` (of `backend`) through a ring of kStagingBlocks host blocks in
+// `*staging` (kept for the next value), and continues the crc32 in `*crc` over
+// it: a block is read on a helper thread while the calling thread checksums the
+// one before and copies it to the device, at most the ring's size ahead (block
+// k and block k + kStagingBlocks share a host block).
+absl::Status ReadToDevice(int fd, const fs::path& path, uint64_t offset,
+                          uint64_t length, Backend& backend, char* device,
+                          std::vector<char>* staging, uint32_t* crc) {
   if (length == 0) return absl::OkStatus();
+  staging->resize(kStagingBlocks * kReadBlockBytes);
   const size_t blocks =
       static_cast<size_t>((length + kReadBlockBytes - 1) / kReadBlockBytes);
   auto size_of = [&](size_t k) {
     return static_cast<size_t>(
         std::min<uint64_t>(kReadBlockBytes, length - k * kReadBlockBytes));
   };
+  auto host_block = [&](size_t k) {
+    return staging->data() + k % kStagingBlocks * kReadBlockBytes;
+  };
   WillReadInOrder(fd, offset, length);
   return RunTwoStages(
-      blocks, window,
+      blocks, kStagingBlocks,
       [&](size_t k) {
         return ReadExactly(fd, path, offset + k * kReadBlockBytes, size_of(k),
-                           where(k));
+                           host_block(k));
       },
-      [&](size_t k) { return use(k, where(k), size_of(k)); });
+      [&](size_t k) {
+        *crc = Crc32(*crc, host_block(k), size_of(k));
+        return backend.CopyFromHost(device + k * kReadBlockBytes, host_block(k),
+                                    size_of(k));
+      });
 }
 
 // Maps the pages within [data, data + size) of host memory writable
@@ -799,17 +807,8 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
         read = ReadScattered(file->fd(), path, offset, values.byte_size(), base,
                              &crc);
       } else {
-        staging.resize(kStagingBlocks * kReadBlockBytes);
-        read = ReadStaged(
-            file->fd(), path, offset, values.byte_size(), kStagingBlocks,
-            [&](size_t k) {
-              return staging.data() + k % kStagingBlocks * kReadBlockBytes;
-            },
-            [&](size_t k, const char* data, size_t size) {
-              crc = Crc32(crc, data, size);
-              return store.backend()->CopyFromHost(base + k * kReadBlockBytes,
-                                                   data, size);
-            });
+        read = ReadToDevice(file->fd(), path, offset, values.byte_size(),
+                            *store.backend(), base, &staging, &crc);
       }
       if (!read.ok()) return read;
       if (checkpoint.index.format() != kFormatWithoutChecksums &&
