@@ -145,7 +145,12 @@ TEST_F(RankReplacementTest, AKilledRankZeroIsReplacedAndTheGroupResumes) {
     EXPECT_THAT(got.error_message(),
                 HasSubstr("dropped when rank 0 was replaced (round 1"));
   }
-  EXPECT_EQ(Group(0).state(), v1::GroupInfo::READY);
+  // The new daemon joined on its own thread, which reports READY after it
+  // has read the members' addresses from etcd: a moment after the other
+  // ranks' re-formation returned.
+  EXPECT_TRUE(testing::PollUntil([&] {
+    return Group(0).state() == v1::GroupInfo::READY;
+  })) << Group(0).error();
   EXPECT_EQ(Group(0).round(), 1);
 
   // Every rank resumes from the group checkpoint of step 4: the other
