@@ -202,9 +202,21 @@ TEST(DurableStateTest, AKilledDaemonResumesFromItsLastSaveBitForBit) {
   Trainer resumed(after, worker->address());
   resumed.Attach(parameters, optimizer_id);
   ExpectSameState(at_save, resumed.Record());
-  // A step retried across the restart is still applied once.
+  // A step retried across the restart is still applied once: the Step
+  // call alone (its reply was lost; the context died with the daemon)...
+  absl::StatusOr<v1::StepResponse> retried =
+      after.Step(worker->address(), optimizer_id, contexts.back());
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_FALSE(retried->applied());
+  ExpectSameState(at_save, resumed.Record());
+  // ... and with its gradients pushed again.
   EXPECT_FALSE(resumed.Step(3, contexts.back()));
   ExpectSameState(at_save, resumed.Record());
+  // A context the daemon never stepped is still unknown.
+  absl::StatusOr<v1::StepResponse> unknown =
+      after.Step(worker->address(), optimizer_id, after.NewContextId());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound)
+      << unknown.status();
   // And training goes on as if the daemon had never died.
   ASSERT_TRUE(resumed.Step(4, after.NewContextId()));
   const Trainer::State resumed_after_4 = resumed.Record();

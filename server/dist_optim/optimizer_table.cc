@@ -118,11 +118,21 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
                                                      absl::string_view caller) {
   absl::StatusOr<std::shared_ptr<Entry>> entry = Find(optimizer_id);
   if (!entry.ok()) return entry.status();
+  Entry& e = **entry;
   absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       contexts_->Find(context_id, caller);
-  if (!context.ok()) return context.status();
+  if (!context.ok()) {
+    // A step applied before a restart, whose reply was lost, is retried
+    // with a context that died with the old daemon: the restored record
+    // of applied steps answers it, as it would have before the restart.
+    absl::MutexLock optimizer_lock(&e.mutex);
+    if (absl::IsNotFound(context.status()) && e.applied.contains(context_id)) {
+      e.step_metrics->Retried();
+      return StepResult();
+    }
+    return context.status();
+  }
 
-  Entry& e = **entry;
   const metrics::Stopwatch timer;
   absl::MutexLock optimizer_lock(&e.mutex);
   const StepMetrics& step_metrics = *e.step_metrics;
