@@ -367,13 +367,8 @@ TEST(DurableStateTest, AnOptimizerOverADeletedParameterIsLeftOut) {
   EXPECT_TRUE(after.FindParameter(worker->address(), "weight").ok());
 }
 
-// Two daemons cannot share a checkpoint folder: they would delete each
-// other's saves.
-TEST(DurableStateTest, ASecondDaemonOnTheSameFolderIsRefused) {
-  const std::vector<std::string> flags = {"--checkpoint_dir=" +
-                                          FreshDir("shared_folder")};
-  std::unique_ptr<LocalWorker> first = StartWorkerOrDie(flags);
-  ASSERT_NE(first, nullptr);
+// A second daemon started with `flags` exits 2 (the folder is locked).
+void ExpectASecondDaemonRefused(const std::vector<std::string>& flags) {
   LocalWorkerOptions options;
   options.flags = flags;
   absl::StatusOr<std::unique_ptr<LocalWorker>> second =
@@ -382,10 +377,47 @@ TEST(DurableStateTest, ASecondDaemonOnTheSameFolderIsRefused) {
   EXPECT_TRUE(
       absl::StrContains(second.status().message(), "exited with code 2"))
       << second.status();
+}
+
+// Two daemons cannot share a checkpoint folder: they would delete each
+// other's saves.
+TEST(DurableStateTest, ASecondDaemonOnTheSameFolderIsRefused) {
+  const std::vector<std::string> flags = {"--checkpoint_dir=" +
+                                          FreshDir("shared_folder")};
+  std::unique_ptr<LocalWorker> first = StartWorkerOrDie(flags);
+  ASSERT_NE(first, nullptr);
+  ExpectASecondDaemonRefused(flags);
   // The first goes on, and saves.
   Client client;
   v1::CheckpointInfo saved;
   EXPECT_TRUE(SaveNow(client, first->address(), &saved).ok());
+}
+
+// A folder removed under the daemon is made and locked again at the next
+// save (a second daemon on that path is still refused); one replaced by a
+// file fails the save with FAILED_PRECONDITION saying why.
+TEST(DurableStateTest, AFolderRemovedUnderTheDaemonIsLockedAgain) {
+  const std::string dir = FreshDir("removed_folder");
+  const std::vector<std::string> flags = {"--checkpoint_dir=" + dir};
+  std::unique_ptr<LocalWorker> first = StartWorkerOrDie(flags);
+  ASSERT_NE(first, nullptr);
+  fs::remove_all(dir);
+  Client client;
+  v1::CheckpointInfo saved;
+  grpc::Status status = SaveNow(client, first->address(), &saved);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "parameters" / "index.binpb"));
+  ExpectASecondDaemonRefused(flags);
+
+  fs::remove_all(dir);
+  std::ofstream(dir) << "a file";
+  status = SaveNow(client, first->address(), &saved);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                "the folder this daemon locked at start-up "
+                                "was removed, moved or replaced"))
+      << status.error_message();
+  fs::remove(dir);
 }
 
 // A small tmpfs as the checkpoint folder; skipped where mounts are not

@@ -28,13 +28,17 @@ Checkpointer::Checkpointer(CheckpointSchedule schedule,
 
 Checkpointer::~Checkpointer() {
   Stop();
+  absl::MutexLock lock(&saving_);
   if (dir_lock_ >= 0) close(dir_lock_);
 }
 
 absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
   absl::StatusOr<int> lock = LockCheckpointDir(schedule_.dir);
   if (!lock.ok()) return lock.status();
-  dir_lock_ = *lock;
+  {
+    absl::MutexLock one_at_a_time(&saving_);
+    dir_lock_ = *lock;
+  }
   absl::StatusOr<RestoredCheckpoint> restored = LoadCheckpoint(
       *parameters_, schedule_.dir, [this](const CheckpointSections& sections) {
         // Everything read (and checked) first: the table's restore is all
@@ -204,6 +208,26 @@ absl::Status Checkpointer::Failed(absl::Status status) {
   return status;
 }
 
+absl::Status Checkpointer::KeepFolderLocked() {
+  if (dir_lock_ < 0) return absl::OkStatus();
+  absl::Status locked = CheckStillLocked(schedule_.dir, dir_lock_);
+  if (locked.ok()) return absl::OkStatus();
+  // Made and locked again, unless another daemon has taken the path since
+  // (its checkpoints are not this daemon's to rotate away).
+  absl::Status made = CheckCheckpointDir(schedule_.dir);
+  absl::StatusOr<int> relocked =
+      made.ok() ? LockCheckpointDir(schedule_.dir) : made;
+  if (!relocked.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        locked.message(), "; not saved: ", relocked.status().message()));
+  }
+  close(dir_lock_);
+  dir_lock_ = *relocked;
+  log::Warning("checkpoint folder made and locked again",
+               {{"checkpoint_dir", schedule_.dir}, {"why", locked.message()}});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SaveReport> Checkpointer::SaveContents(
     const std::string& reason, bool live,
     const std::function<bool()>& abandoned) {
@@ -219,6 +243,8 @@ absl::StatusOr<SaveReport> Checkpointer::SaveContents(
   // Counted from here, whether or not this save succeeds: a refused save
   // is asked for again only after as many steps more.
   steps_.store(0, std::memory_order_relaxed);
+  absl::Status locked = KeepFolderLocked();
+  if (!locked.ok()) return Failed(locked);
   absl::Status damage = damage_ != nullptr ? damage_() : absl::OkStatus();
   if (!damage.ok()) {
     // A model torn by a step that failed half-way is not saved as good:

@@ -84,6 +84,10 @@ class Checkpointer : public CheckpointControl {
   // A save refused before its copy: recorded, and the group steps waiting
   // for the copy go on. Returns `status`.
   absl::Status Failed(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Before a save: the folder is still the one this daemon locked, or
+  // was removed and is made and locked again (FAILED_PRECONDITION when
+  // that cannot be, e.g. another daemon holds the path now).
+  absl::Status KeepFolderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(saving_);
 
   const CheckpointSchedule schedule_;
   ParameterStore* const parameters_;
@@ -107,7 +111,8 @@ class Checkpointer : public CheckpointControl {
   // Steps since the last save began.
   std::atomic<int64_t> steps_{0};
   std::thread scheduler_;
-  int dir_lock_ = -1;  // Held open while this daemon uses the folder.
+  // Held open while this daemon uses the folder.
+  int dir_lock_ ABSL_GUARDED_BY(saving_) = -1;
 };
 
 }  // namespace distopt

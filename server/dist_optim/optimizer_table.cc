@@ -79,6 +79,13 @@ absl::StatusOr<OptimizerInfo> OptimizerTable::Create(
   absl::MutexLock entry_lock(&entry.mutex);
   {
     absl::MutexLock lock(&mutex_);
+    // Ids are never reused: the last one there is ends them (a restored
+    // checkpoint may have used them up).
+    if (next_id_ == std::numeric_limits<uint64_t>::max()) {
+      return absl::ResourceExhaustedError(
+          "no optimizer ids left on this daemon (they are never reused); "
+          "expected a new daemon for new optimizers");
+    }
     entry.id = next_id_++;
     optimizers_[entry.id] = *made;
   }
@@ -350,6 +357,10 @@ absl::Status OptimizerTable::Restore(std::vector<Saved> saved, uint64_t next_id,
         made.count(one.info.id) > 0) {
       return absl::DataLossError(
           absl::StrCat(who, ": an id out of order or given twice"));
+    }
+    if (one.info.steps < 0) {
+      return absl::DataLossError(absl::StrCat(who, ": ", one.info.steps,
+                                              " steps; expected 0 or more"));
     }
     // A parameter deleted before the save (the optimizer could never step
     // again) leaves the optimizer out, not the checkpoint.

@@ -1,6 +1,7 @@
 #include "server/dist_optim/optimizer_table.h"
 
 #include <atomic>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -112,6 +113,20 @@ TEST_F(OptimizerTableTest, CreationChecksEverythingFirst) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->kind, "adam");
   EXPECT_EQ(std::get<double>(info->hyperparameters.at("lr")), 1e-3);
+}
+
+// A restored checkpoint whose next id is the last there is: new
+// optimizers are refused rather than given ids that wrap around onto the
+// restored ones (and replace them).
+TEST_F(OptimizerTableTest, IdsNeverWrapAround) {
+  const uint64_t w = NewParameter("w", 2, 1);
+  std::vector<std::string> dropped;
+  ASSERT_TRUE(
+      table_.Restore({}, std::numeric_limits<uint64_t>::max(), &dropped).ok());
+  absl::StatusOr<OptimizerInfo> info = table_.Create("sgd", {}, {w});
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(info.status().message(), HasSubstr("no optimizer ids left"));
+  EXPECT_TRUE(table_.List().empty());
 }
 
 TEST_F(OptimizerTableTest, StepAppliesTheContextsGradientsOnce) {

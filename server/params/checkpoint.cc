@@ -5,15 +5,14 @@
 #include <libdeflate.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -80,6 +79,11 @@ absl::Status FromErrorCode(const std::error_code& error,
   return absl::InternalError(absl::StrCat(what, ": ", error.message()));
 }
 
+// Kept checkpoints are numbered 1, 2, ... by this daemon; a folder with a
+// larger number is not one of them (it is left alone), so that the next
+// number can never overflow.
+constexpr int kMaxKeptNumber = 999'999'999;
+
 absl::StatusOr<std::vector<int>> KeptNumbers(const fs::path& root) {
   std::vector<int> kept;
   std::error_code error;
@@ -89,7 +93,7 @@ absl::StatusOr<std::vector<int>> KeptNumbers(const fs::path& root) {
     absl::string_view name = filename;
     int k = 0;
     if (absl::ConsumePrefix(&name, "parameters.") &&
-        absl::SimpleAtoi(name, &k) && k >= 1) {
+        absl::SimpleAtoi(name, &k) && k >= 1 && k <= kMaxKeptNumber) {
       kept.push_back(k);
     }
   }
@@ -100,9 +104,23 @@ absl::StatusOr<std::vector<int>> KeptNumbers(const fs::path& root) {
   return kept;
 }
 
+// Whether anything is at `path`, a link that leads nowhere (or in a loop)
+// included: such a checkpoint is damaged, not missing.
 bool Exists(const fs::path& path) {
   std::error_code error;
-  return fs::exists(path, error);
+  return fs::exists(fs::symlink_status(path, error));
+}
+
+// FAILED_PRECONDITION when the newest checkpoint could not be moved aside:
+// the highest number a kept one can have is taken.
+absl::Status CheckNextNumber(const fs::path& root,
+                             const std::vector<int>& kept) {
+  if (kept.empty() || kept.back() < kMaxKeptNumber) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--checkpoint_dir=", root.string(), ": ",
+      Previous(root, kMaxKeptNumber).string(),
+      " is the last number a kept checkpoint can have; expected the kept "
+      "checkpoints renumbered from 1 (or moved away)"));
 }
 
 // Moves the newest checkpoint aside as the newest kept one (numbers only
@@ -112,6 +130,8 @@ absl::Status MoveNewestAside(const fs::path& root) {
   if (!Exists(newest)) return absl::OkStatus();
   absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
   if (!kept.ok()) return kept.status();
+  absl::Status numbered = CheckNextNumber(root, *kept);
+  if (!numbered.ok()) return numbered;
   std::error_code error;
   fs::rename(newest, Previous(root, kept->empty() ? 1 : kept->back() + 1),
              error);
@@ -327,9 +347,35 @@ absl::Status Damaged(const fs::path& path, absl::string_view what) {
 // checkpoint as it is, rather than setting it aside as damaged.
 absl::Status Unreadable(const fs::path& path, int error) {
   if (error == ENOENT) return Damaged(path, "missing");
+  // What an edit of the folder left (a file, or a link to one, where a
+  // checkpoint's folder should be; links in a loop): lasting, not "now".
+  if (error == ENOTDIR) return Damaged(path, "its folder is not a folder");
+  if (error == ELOOP) return Damaged(path, "a loop of symbolic links");
   return absl::InternalError(
       absl::StrCat("cannot read ", path.string(), ": ", std::strerror(error),
                    " (the checkpoint is left as it is)"));
+}
+
+// What a checkpoint's file should be and is not: a regular file.
+std::string NotARegularFile(mode_t mode) {
+  const char* what = S_ISDIR(mode)                    ? "a folder"
+                     : S_ISFIFO(mode)                 ? "a FIFO"
+                     : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+                     : S_ISSOCK(mode)                 ? "a socket"
+                                                      : "not a plain file";
+  return absl::StrCat(what, " where a file of the checkpoint should be");
+}
+
+// The size of the regular file at `path` (links followed): damage when it
+// is missing, or a folder, a FIFO or a device (a link to /dev/zero holds
+// no checkpoint, however much it gives).
+absl::StatusOr<uint64_t> RegularFileSize(const fs::path& path) {
+  struct stat status;
+  if (stat(path.c_str(), &status) != 0) return Unreadable(path, errno);
+  if (!S_ISREG(status.st_mode)) {
+    return Damaged(path, NotARegularFile(status.st_mode));
+  }
+  return static_cast<uint64_t>(status.st_size);
 }
 
 // A section's file name: plain, and never one of the parameters' files
@@ -506,8 +552,11 @@ absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
 // An open file, closed when it goes.
 class OpenFile {
  public:
+  // Without blocking: a FIFO put in a file's place must not hang the
+  // daemon (reads of a regular file are not affected).
   explicit OpenFile(const fs::path& path)
-      : fd_(open(path.c_str(), O_RDONLY)), error_(fd_ < 0 ? errno : 0) {}
+      : fd_(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
+        error_(fd_ < 0 ? errno : 0) {}
   ~OpenFile() {
     if (fd_ >= 0) close(fd_);
   }
@@ -621,11 +670,29 @@ class FolderSections : public CheckpointSections {
   std::map<std::string, const checkpoint::Section*> sections_;
 };
 
+// An index holds a few dozen bytes a parameter: this is millions of them.
+constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;
+
 absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Unreadable(path, errno);
-  const std::string bytes((std::istreambuf_iterator<char>(file)),
-                          std::istreambuf_iterator<char>());
+  // Read only once it is known to be a regular file of a bounded size
+  // (the file opened, not only the path: nothing can be swapped between).
+  OpenFile file(path);
+  if (file.fd() < 0) return Unreadable(path, file.error());
+  struct stat status;
+  if (fstat(file.fd(), &status) != 0) return Unreadable(path, errno);
+  if (!S_ISREG(status.st_mode)) {
+    return Damaged(path, NotARegularFile(status.st_mode));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(status.st_size);
+  if (file_size > kMaxIndexBytes) {
+    return Damaged(path, absl::StrCat("holds ", file_size,
+                                      " bytes; expected an index of at most ",
+                                      kMaxIndexBytes, " bytes"));
+  }
+  std::string bytes(file_size, '\0');
+  absl::Status read =
+      ReadExactly(file.fd(), path, 0, bytes.size(), bytes.data());
+  if (!read.ok()) return read;
   checkpoint::CheckpointIndex index;
   if (bytes.size() >= sizeof(kMagic) + 4 &&
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0) {
@@ -669,6 +736,10 @@ absl::Status CheckInfo(const fs::path& index_path, const ParameterInfo& info) {
   const std::string who =
       absl::StrCat("parameter ", info.id, " (\"", info.name, "\")");
   if (info.id == 0) return Damaged(index_path, who + ": id 0; ids start at 1");
+  if (info.id == std::numeric_limits<uint64_t>::max()) {
+    return Damaged(index_path,
+                   who + ": id 2^64-1; expected one that leaves a next id");
+  }
   if (info.version == std::numeric_limits<uint64_t>::max()) {
     return Damaged(index_path,
                    who + ": version 2^64-1; expected one that can move on");
@@ -717,9 +788,9 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
     }
     if (verified.index.format() < kFormat) {
       const std::string path = ValuesFile(folder, info->id);
-      std::error_code error;
-      const uintmax_t size = fs::file_size(path, error);
-      if (error || size != static_cast<uintmax_t>(info->byte_size)) {
+      absl::StatusOr<uint64_t> size = RegularFileSize(path);
+      if (!size.ok()) return size.status();
+      if (*size != static_cast<uint64_t>(info->byte_size)) {
         return Damaged(
             path, absl::StrCat("should hold ", info->byte_size,
                                " bytes for parameter \"", info->name, "\""));
@@ -729,9 +800,9 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
   }
   if (verified.index.format() >= kFormat) {
     const fs::path path = folder / kValuesName;
-    std::error_code error;
-    const uintmax_t size = fs::file_size(path, error);
-    if (error) return Damaged(path, "missing");
+    absl::StatusOr<uint64_t> file_size = RegularFileSize(path);
+    if (!file_size.ok()) return file_size.status();
+    const uint64_t size = *file_size;
     // Summed against the file's size, so that no sizes (however large)
     // can wrap around to agree with it.
     uint64_t total = 0;
@@ -757,11 +828,12 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
                                               "\": a bad or repeated name"));
     }
     const fs::path path = folder / section.name();
-    std::error_code error;
-    const uintmax_t size = fs::file_size(path, error);
-    if (error || size != section.size()) {
-      return Damaged(path, absl::StrCat("should hold ", section.size(),
-                                        " bytes (a section)"));
+    absl::StatusOr<uint64_t> size = RegularFileSize(path);
+    if (!size.ok()) return size.status();
+    if (*size != section.size()) {
+      return Damaged(path,
+                     absl::StrCat("holds ", *size, " bytes; ", section.size(),
+                                  " expected (a section)"));
     }
   }
   return verified;
@@ -1024,6 +1096,13 @@ absl::StatusOr<SavedCheckpoint> SaveCheckpoint(
   const fs::path legacy = root / "parameters.old";
   std::error_code error;
   fs::create_directories(root, error);
+  // Refused before anything is written (rather than after the write).
+  if (!error) {
+    absl::StatusOr<std::vector<int>> kept = KeptNumbers(root);
+    if (!kept.ok()) return kept.status();
+    absl::Status numbered = CheckNextNumber(root, *kept);
+    if (!numbered.ok()) return numbered;
+  }
   if (!error && !Exists(current) && Exists(fresh) && Verify(fresh).ok()) {
     // A save that failed after moving the newest aside left its whole
     // checkpoint here: it is the newest, not a leftover.
@@ -1267,6 +1346,26 @@ absl::StatusOr<int> LockCheckpointDir(const std::string& dir) {
         "; expected a folder of this daemon's own"));
   }
   return fd;
+}
+
+absl::Status CheckStillLocked(const std::string& dir, int lock_fd) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  struct stat held;
+  struct stat there;
+  if (fstat(lock_fd, &held) != 0) {
+    return absl::InternalError(
+        absl::StrCat("--checkpoint_dir=", dir, ": cannot check the lock ", path,
+                     " this daemon holds: ", std::strerror(errno)));
+  }
+  if (stat(path.c_str(), &there) != 0 || there.st_dev != held.st_dev ||
+      there.st_ino != held.st_ino) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--checkpoint_dir=", dir,
+        ": the folder this daemon locked at start-up was removed, moved or "
+        "replaced (",
+        path, " is not the lock it holds)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckCheckpointDir(const std::string& dir) {

@@ -199,6 +199,12 @@ absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
 // another process holds it.
 absl::StatusOr<int> LockCheckpointDir(const std::string& dir);
 
+// OK while `lock_fd` (from LockCheckpointDir) is still DIR/.lock;
+// FAILED_PRECONDITION naming the folder once it was removed, moved or
+// replaced under the daemon: a save there would make a new folder that no
+// lock guards, which a second daemon could take as well.
+absl::Status CheckStillLocked(const std::string& dir, int lock_fd);
+
 // INVALID_ARGUMENT unless `dir` is (or can be made) a folder this process
 // can write: checked at start-up, not at the first save.
 absl::Status CheckCheckpointDir(const std::string& dir);

@@ -1,5 +1,6 @@
 #include "server/params/checkpoint.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <atomic>
@@ -412,6 +413,67 @@ TEST_F(CheckpointDamageTest, ADamagedCheckpointIsNotKeptInPlaceOfAGoodOne) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());  // keep 1.
   FlipByte(Values(), OffsetOf(w_) + 5);
   ExpectFallBack("checksum mismatch");
+}
+
+// What a hostile or mistaken edit of the folder puts where a file or a
+// folder of the newest checkpoint should be: each is damage (the previous
+// checkpoint is restored), never a crash, a hang or unbounded reading.
+TEST_F(CheckpointDamageTest, WhatIsNotARegularFileIsDamage) {
+  const std::string index = Newest("index.binpb");
+  SaveTwo();
+  fs::remove(index);
+  fs::create_symlink("/dev/zero", index);  // Endless bytes.
+  ExpectFallBack("index.binpb: a device where a file of the checkpoint");
+  SaveTwo();
+  fs::remove(index);
+  ASSERT_EQ(mkfifo(index.c_str(), 0644), 0);  // A reader would wait forever.
+  ExpectFallBack("index.binpb: a FIFO where");
+  SaveTwo();
+  fs::remove(index);
+  fs::create_directory(index);
+  ExpectFallBack("index.binpb: a folder where");
+  SaveTwo();
+  fs::resize_file(index, (uint64_t{256} << 20) + 1);  // Sparse: no disk used.
+  ExpectFallBack("expected an index of at most 268435456 bytes");
+  SaveTwo();
+  fs::remove(Values());
+  fs::create_symlink("/dev/zero", Values());
+  ExpectFallBack("values.bin: a device where");
+  // The newest checkpoint's folder a file, or links in a loop.
+  SaveTwo();
+  fs::remove_all(dir_ + "/parameters");
+  std::ofstream(dir_ + "/parameters") << "not a folder";
+  ExpectFallBack("its folder is not a folder");
+  SaveTwo();
+  fs::remove_all(dir_ + "/parameters");
+  fs::create_symlink(dir_ + "/parameters", dir_ + "/parameters");
+  ExpectFallBack("a loop of symbolic links");
+  // Set aside as damaged: the next save is whole and restores.
+  SaveTwo();
+  std::unique_ptr<Restored> r = Restore();
+  ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+  EXPECT_EQ(r->loaded->fell_back, "");
+}
+
+// Kept checkpoints are numbered by this daemon: a folder with a number no
+// save would reach is not one of them, and the last number there is
+// refuses the next rotation instead of wrapping around.
+TEST_F(CheckpointDamageTest, KeptNumbersNeverWrapAround) {
+  SaveTwo();
+  fs::create_directory(dir_ + "/parameters.2147483647");
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  ASSERT_TRUE(SaveCheckpoint(store, dir_, /*keep=*/5).ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.2"));
+  EXPECT_TRUE(fs::exists(dir_ + "/parameters.2147483647"));  // Left alone.
+  fs::rename(dir_ + "/parameters.2", dir_ + "/parameters.999999999");
+  absl::StatusOr<SavedCheckpoint> refused = SaveCheckpoint(store, dir_, 5);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("parameters.999999999 is the last number"));
+  std::unique_ptr<Restored> r = Restore();
+  ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
+  EXPECT_EQ(r->loaded->fell_back, "");
 }
 
 TEST_F(CheckpointDamageTest, WithoutAPreviousCheckpointDamageIsDataLoss) {

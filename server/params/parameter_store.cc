@@ -1,6 +1,7 @@
 #include "server/params/parameter_store.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -67,6 +68,13 @@ absl::StatusOr<ParameterInfo> ParameterStore::Create(
     return absl::AlreadyExistsError(
         absl::StrCat("name: a parameter named \"", spec.name,
                      "\" was created concurrently; expected a new name"));
+  }
+  // Ids are never reused: the last one there is ends them (a restored
+  // checkpoint may have used them up).
+  if (next_id_ == std::numeric_limits<uint64_t>::max()) {
+    return absl::ResourceExhaustedError(
+        "no parameter ids left on this daemon (they are never reused); "
+        "expected a new daemon for new parameters");
   }
   const uint64_t id = next_id_++;
   auto parameter = std::make_shared<Parameter>(

@@ -53,6 +53,19 @@ TEST_F(ParameterStoreTest, CreatesAndFindsByIdAndName) {
             absl::StatusCode::kNotFound);
 }
 
+// Ids are never reused, not even after a checkpoint that used them up:
+// the last one ends them instead of wrapping around to 0 and 1.
+TEST_F(ParameterStoreTest, IdsNeverWrapAround) {
+  store_.ReserveIdsBelow(std::numeric_limits<uint64_t>::max() - 1);
+  absl::StatusOr<ParameterInfo> last = store_.Create(Spec("last", {1}));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->id, std::numeric_limits<uint64_t>::max() - 1);
+  absl::StatusOr<ParameterInfo> more = store_.Create(Spec("more", {1}));
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(more.status().message(), HasSubstr("no parameter ids left"));
+  EXPECT_EQ(store_.List("", 0, 10).parameters.size(), 1u);
+}
+
 TEST_F(ParameterStoreTest, RefusalsChangeNothing) {
   ASSERT_TRUE(store_.Create(Spec("a", {4})).ok());
   EXPECT_EQ(store_.Create(Spec("a", {4})).status().code(),
