@@ -134,6 +134,42 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
   EXPECT_THAT(repeated.error_message(), HasSubstr("\"fc1.bias\" is named"));
 }
 
+// What the ranks must agree on, to the last bit: a learning rate that
+// differs in its seventh digit, and parameters of the same dtypes and
+// shapes named in another order (each rank would step the others' moments
+// and gradients into its own parameters).
+TEST_F(ZeroServiceTest, NearlyTheSameSpecsAreRefusedToo) {
+  std::vector<v1::ZeroInfo> infos(world_);
+  std::vector<grpc::Status> created = OnEveryRank([&](int r) {
+    return CreateZero(r, SgdSpec(r == 0 ? kLr : kLr * (1 + 1e-7)), &infos[r]);
+  });
+  for (int r = 0; r < world_; ++r) {
+    EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << r << ": " << created[r].error_message();
+    EXPECT_THAT(created[r].error_message(), HasSubstr("hyperparameters"));
+  }
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(
+        client_->CreateParameterFrom(addresses_[r], "fc3.bias", Initial(3))
+            .ok());
+  }
+  created = OnEveryRank([&](int r) {
+    v1::CreateZeroRequest spec = SgdSpec(kLr);
+    spec.mutable_groups(0)->add_parameter_names("fc3.bias");
+    if (r == 1) {  // fc2.bias and fc3.bias swapped: both float32[4].
+      spec.mutable_groups(0)->mutable_parameter_names()->SwapElements(3, 4);
+    }
+    return CreateZero(r, spec, &infos[r]);
+  });
+  for (int r = 0; r < world_; ++r) {
+    EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << r << ": " << created[r].error_message();
+    EXPECT_THAT(created[r].error_message(), HasSubstr("names"));
+  }
+  // The same specification is still made.
+  EXPECT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
+}
+
 TEST_F(ZeroServiceTest, RanksWithDifferentGradientsAverageWithZeros) {
   ASSERT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
   // Rank 0 has a gradient for every parameter but the last; rank 1 only

@@ -58,6 +58,7 @@ std::vector<ParamGroup> ToParamGroups(const std::vector<NamedGroupSpec>& specs,
     for (const auto& parameter : groups[g]) {
       parameter->mutex().AssertHeld();
       param_groups[g].params.push_back(&parameter->values_locked());
+      param_groups[g].names.push_back(parameter->name());
     }
   }
   return param_groups;

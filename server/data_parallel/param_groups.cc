@@ -72,15 +72,19 @@ SpecificationParts DescribeSpecification(const std::string& kind_name,
     absl::StrAppend(&hyperparameters, "group ", first_group + g, ": ",
                     absl::StrJoin(sorted, " "), ";");
     absl::StrAppend(&parameters, "group ", first_group + g, ":");
-    for (const Tensor* p : groups[g].params) {
-      absl::StrAppend(&parameters, " ", DTypeName(p->dtype()),
-                      ShapeToString(p->shape()));
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor* p = groups[g].params[i];
+      absl::StrAppend(&parameters, " ",
+                      i < groups[g].names.size()
+                          ? absl::StrCat(groups[g].names[i], ":")
+                          : "",
+                      DTypeName(p->dtype()), ShapeToString(p->shape()));
     }
     absl::StrAppend(&parameters, ";");
   }
   return {{"optimizer kind", kind_name},
           {"hyperparameters", hyperparameters},
-          {"parameter groups, dtypes and shapes", parameters}};
+          {"parameter groups, names, dtypes and shapes", parameters}};
 }
 
 std::vector<std::vector<int64_t>> GlobalPositions(

@@ -30,6 +30,9 @@ struct ParamGroup {
   // float32, float16 or bfloat16, on the rank's device (host memory or one
   // GPU), owned by the caller.
   std::vector<Tensor*> params;
+  // The parameters' names, where the group was named (params[i] is
+  // names[i]): ranks must agree on them, not only on dtypes and shapes.
+  std::vector<std::string> names;
 };
 
 // grads[g][i] for params[g][i] of a step; null where this rank has none.

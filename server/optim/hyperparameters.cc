@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/quoted.h"
 
@@ -16,15 +18,32 @@ absl::string_view HyperTypeName(const HyperValue& value) {
   return "pair";
 }
 
+namespace {
+
+// The shortest decimal that reads back as the same double (absl::StrCat
+// keeps 6 digits): ranks compare these texts, so values that differ at
+// all must differ in them (lr 0.1 against 0.1000001).
+std::string ExactNumber(double number) {
+  for (int digits = 6; digits < 17; ++digits) {
+    const std::string text = absl::StrFormat("%.*g", digits, number);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == number) return text;
+  }
+  return absl::StrFormat("%.17g", number);
+}
+
+}  // namespace
+
 std::string HyperValueToString(const HyperValue& value) {
   if (const double* number = std::get_if<double>(&value)) {
-    return absl::StrCat(*number);
+    return ExactNumber(*number);
   }
   if (const bool* flag = std::get_if<bool>(&value)) {
     return *flag ? "true" : "false";
   }
   const auto& pair = std::get<std::pair<double, double>>(value);
-  return absl::StrCat("(", pair.first, ", ", pair.second, ")");
+  return absl::StrCat("(", ExactNumber(pair.first), ", ",
+                      ExactNumber(pair.second), ")");
 }
 
 double Hyperparameters::number(absl::string_view name) const {
