@@ -132,6 +132,25 @@ TEST_F(ZeroServiceTest, AStateDictOneRankRefusesChangesNothingAnywhere) {
     EXPECT_THAT(results[r].error_message(),
                 HasSubstr("state_dict.parameter_names[1]: \"fc9.bias\""));
   }
+  // Dicts that each fit but differ between the ranks (a learning rate; a
+  // step count) are refused on every rank: each would keep its own share.
+  v1::ZeroStateDict other_lr = saved;
+  (*other_lr.mutable_state_dict()
+        ->mutable_param_groups(0)
+        ->mutable_hyperparameters())["lr"]
+      .set_number(0.5);
+  v1::ZeroStateDict other_step = saved;
+  other_step.mutable_state_dict()->mutable_state(0)->set_step(7);
+  for (const v1::ZeroStateDict* different : {&other_lr, &other_step}) {
+    results = OnEveryRank([&](int r) {
+      return LoadZeroStateDict(r, r == 1 ? *different : saved);
+    });
+    for (int r = 0; r < world_; ++r) {
+      EXPECT_EQ(results[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+          << r << ": " << results[r].error_message();
+      EXPECT_THAT(results[r].error_message(), HasSubstr("the state_dict's"));
+    }
+  }
   // Nothing changed: training goes on exactly as the reference.
   const v1::ZeroStateDict after = Consolidated(0);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after, saved));

@@ -116,8 +116,14 @@ class ZeroOptimizer {
   // the same way. The ranks' parameters must be identical
   // (FAILED_PRECONDITION naming one that differs otherwise); a damaged
   // optimizer is whole again once it succeeds.
+  //
+  // Which dict each rank is given: the same whole dict (a user's load:
+  // every rank checks the others were given it too, FAILED_PRECONDITION
+  // otherwise), or each rank its own shard (a resume from the ranks'
+  // checkpoints).
+  enum class Given { kTheSameOnEveryRank, kEachRankItsOwnShard };
   absl::Status LoadStateDict(
-      const absl::StatusOr<OptimizerStateDict>& state_dict);
+      const absl::StatusOr<OptimizerStateDict>& state_dict, Given given);
 
   // OK while the ranks' parameters and state are whole; after a step that
   // failed half-way, FAILED_PRECONDITION saying how to recover, and Step

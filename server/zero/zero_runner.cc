@@ -389,7 +389,8 @@ absl::Status ZeroRunner::LoadStateDict(
   // same values reads them.
   absl::Status status = RunLockedCollective(
       **membership, spec_.timeout, groups_, [&](CommunicatorGroup&, bool*) {
-        return optimizer_->LoadStateDict(dict);
+        return optimizer_->LoadStateDict(
+            dict, ZeroOptimizer::Given::kTheSameOnEveryRank);
       });
   if (!status.ok()) return status;
   consolidated_.reset();
@@ -436,7 +437,8 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
         "ZeRO", spec.groups, tensors,
         ReadGroupPart<ZeroCheckpoint, ReadZeroCheckpoint>, changed);
     if (!state.ok()) return state.status();
-    absl::Status loaded = optimizer.LoadStateDict(*state);
+    absl::Status loaded = optimizer.LoadStateDict(
+        *state, ZeroOptimizer::Given::kEachRankItsOwnShard);
     if (!loaded.ok()) return loaded;
     return resume->step;
   }
@@ -455,7 +457,8 @@ absl::StatusOr<int64_t> ZeroRunner::ResumeLocked(
   absl::Status sent =
       BroadcastParameters(communicator, tensors, resume->source_rank);
   if (!sent.ok()) return sent;
-  absl::Status loaded = optimizer.LoadStateDict(*share);
+  absl::Status loaded = optimizer.LoadStateDict(
+      *share, ZeroOptimizer::Given::kEachRankItsOwnShard);
   if (!loaded.ok()) return loaded;
   return resume->step;
 }

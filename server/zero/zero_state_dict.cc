@@ -1,6 +1,8 @@
 // ZeroOptimizer's state dicts: consolidation of the shards on one rank, and
 // loading an unsharded dict, from any world size, on every rank.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -70,17 +72,60 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
   return whole;
 }
 
+namespace {
+
+// What every rank must load alike: each rank keeps its own share of the
+// dict it was given, so two different dicts would leave the ranks stepping
+// with different hyperparameters and steps, and no rank could tell.
+SpecificationParts DescribeStateDict(const OptimizerStateDict& dict) {
+  std::string groups;
+  for (size_t g = 0; g < dict.param_groups.size(); ++g) {
+    std::vector<std::string> sorted;
+    for (const auto& [name, value] : dict.param_groups[g].hyperparameters) {
+      sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
+    }
+    std::sort(sorted.begin(), sorted.end());
+    absl::StrAppend(&groups, "group ", g, ": ", absl::StrJoin(sorted, " "),
+                    " params [",
+                    absl::StrJoin(dict.param_groups[g].params, ","), "];");
+  }
+  std::string state;
+  for (const auto& [position, entry] : dict.state) {
+    absl::StrAppend(
+        &state, position,
+        " step=", entry.step.has_value() ? absl::StrCat(*entry.step) : "none");
+    for (const auto& [name, buffer] : entry.buffers) {
+      absl::StatusOr<Tensor> host = buffer.device().is_cpu()
+                                        ? absl::StatusOr<Tensor>(buffer)
+                                        : buffer.CloneTo(CpuBackend());
+      absl::StrAppend(
+          &state, " ", name, "=",
+          host.ok()
+              ? absl::StrCat(Fingerprint(absl::string_view(
+                    static_cast<const char*>(host->data()), host->byte_size())))
+              : "unreadable");
+    }
+    absl::StrAppend(&state, ";");
+  }
+  return {{"the state_dict's kind and parameter groups",
+           absl::StrCat(dict.kind, " ", groups)},
+          {"the state_dict's steps and state",
+           absl::StrCat("fingerprint ", Fingerprint(state))}};
+}
+
+}  // namespace
+
 absl::Status ZeroOptimizer::LoadStateDict(
-    const absl::StatusOr<OptimizerStateDict>& given) {
+    const absl::StatusOr<OptimizerStateDict>& dict, Given given) {
   const std::vector<FunctionalOptimizer*> optimizers = OptimizersOf(steppers_);
   std::vector<OptimizerStateDict> backups;
   // Loads this rank's share, all or nothing.
   auto load_share = [&]() -> absl::Status {
-    if (!given.ok()) return given.status();
-    absl::Status fits = CheckStateFitsParameters(*given);
+    if (!dict.ok()) return dict.status();
+    absl::Status fits = CheckStateFitsParameters(*dict);
     if (!fits.ok()) return fits;
     absl::StatusOr<std::vector<OptimizerStateDict>> shares =
-        SplitStateDict(*given, HeldPositions(), GlobalPositions(groups_));
+        SplitStateDict(*dict, HeldPositions(), GlobalPositions(groups_));
     if (!shares.ok()) return shares.status();
     absl::StatusOr<std::vector<OptimizerStateDict>> old = LoadAllOrNothing(
         optimizers, kind_name_, *shares,
@@ -95,6 +140,9 @@ absl::Status ZeroOptimizer::LoadStateDict(
   if (!same.ok()) return same;
   absl::Status status =
       AgreeOnEveryRank(*communicator_, load_share(), "state_dict");
+  if (status.ok() && given == Given::kTheSameOnEveryRank) {
+    status = CheckSameOnEveryRank(*communicator_, DescribeStateDict(*dict));
+  }
   if (!status.ok() && !backups.empty()) {
     // Another rank refused it: this one goes back to its old state.
     LoadAllOrNothing(optimizers, kind_name_, backups, "").IgnoreError();

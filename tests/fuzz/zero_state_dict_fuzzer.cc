@@ -100,7 +100,8 @@ void FuzzRunner(Fixture& f, const v1::ZeroStateDict& request) {
 void FuzzMirror(Fixture& f, const v1::ZeroStateDict& request) {
   ZeroOptimizer& optimizer = *f.mirror.optimizer;
   const absl::Status loaded =
-      optimizer.LoadStateDict(StateDictFromProto(request.state_dict()));
+      optimizer.LoadStateDict(StateDictFromProto(request.state_dict()),
+                              ZeroOptimizer::Given::kTheSameOnEveryRank);
   fuzz::Report("ZeroOptimizer::LoadStateDict (rank 0 of 2)", loaded);
   if (!loaded.ok()) {
     fuzz::CheckSameMessage(
@@ -115,7 +116,9 @@ void FuzzMirror(Fixture& f, const v1::ZeroStateDict& request) {
   absl::StatusOr<OptimizerStateDict> back =
       StateDictFromProto(f.mirror_original);
   fuzz::CheckOk(back.status(), "StateDictFromProto of the saved shard");
-  fuzz::CheckOk(optimizer.LoadStateDict(*back), "loading the shard back");
+  fuzz::CheckOk(
+      optimizer.LoadStateDict(*back, ZeroOptimizer::Given::kTheSameOnEveryRank),
+      "loading the shard back");
   fuzz::CheckSameMessage(MirrorShard(f), f.mirror_original,
                          "rank 0's saved share does not load back");
 }
