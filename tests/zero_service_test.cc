@@ -246,6 +246,33 @@ TEST_F(ZeroServiceTest, AKilledRankFailsTheSurvivorsStepWithoutChangingIt) {
   }
 }
 
+// Rank 0 holds the group's store: with it gone, the survivor's step still
+// fails within its timeout (and a few seconds), not after a wait on the
+// dead store for every rank it looks up.
+TEST_F(ZeroServiceTest, AKilledRankZeroFailsTheSurvivorsStepInItsTimeout) {
+  v1::CreateZeroRequest spec = SgdSpec(kLr);
+  spec.set_timeout_ms(5000);
+  ASSERT_TRUE(CreateZeroOnEveryRank(spec));
+  ranks_[0]->Signal(SIGKILL);
+  ASSERT_TRUE(ranks_[0]->Wait(absl::Seconds(10)).ok());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const uint64_t context_id = client_->NewContextId();
+    std::vector<std::pair<uint64_t, Tensor>> gradients;
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      gradients.emplace_back(params_[1][p].id, RankGradient(1, p, 0));
+    }
+    ASSERT_TRUE(
+        client_->AccumulateGradients(addresses_[1], context_id, gradients)
+            .ok());
+    const absl::Time start = absl::Now();
+    grpc::Status stepped = Step(1, context_id);
+    EXPECT_NE(stepped.error_code(), grpc::StatusCode::OK);
+    EXPECT_THAT(stepped.error_message(), HasSubstr("rank 0"));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5 + 8))
+        << "attempt " << attempt << ": " << stepped.error_message();
+  }
+}
+
 class ZeroShutdownTest : public ZeroServiceTest {
  protected:
   void SetUp() override {

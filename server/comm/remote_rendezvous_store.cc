@@ -21,9 +21,9 @@ constexpr absl::Duration kCallSlack = absl::Seconds(10);
 absl::Status Annotate(const grpc::Status& status, const std::string& address) {
   absl::Status converted = FromGrpcStatus(status);
   if (converted.ok()) return converted;
-  return absl::Status(
-      converted.code(),
-      absl::StrCat("rendezvous store at ", address, ": ", converted.message()));
+  return absl::Status(converted.code(),
+                      absl::StrCat("the group's store at rank 0's daemon (",
+                                   address, "): ", converted.message()));
 }
 
 }  // namespace
@@ -70,13 +70,18 @@ absl::Status RemoteRendezvousStore::Wait(const std::vector<std::string>& keys,
                                          absl::Duration timeout) {
   std::unique_ptr<grpc::ClientContext> context = Context(timeout + kCallSlack);
   // Until the store's daemon is up, keep trying rather than fail at once.
-  context->set_wait_for_ready(true);
+  context->set_wait_for_ready(!answered_.load(std::memory_order_relaxed));
   v1::WaitRequest request;
   for (const std::string& key : keys) request.add_keys(key);
   request.set_timeout_ms(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
   v1::WaitResponse response;
-  return Annotate(stub_->Wait(context.get(), request, &response), address_);
+  const grpc::Status status = stub_->Wait(context.get(), request, &response);
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    answered_.store(true, std::memory_order_relaxed);
+  }
+  return Annotate(status, address_);
 }
 
 absl::Status RemoteRendezvousStore::Delete(const std::string& key) {

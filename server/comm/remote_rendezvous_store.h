@@ -5,6 +5,7 @@
 #ifndef DISTOPT_SERVER_COMM_REMOTE_RENDEZVOUS_STORE_H_
 #define DISTOPT_SERVER_COMM_REMOTE_RENDEZVOUS_STORE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ class RemoteRendezvousStore : public RendezvousStore {
   const std::string address_;
   const std::string secret_;
   std::unique_ptr<v1::GroupService::Stub> stub_;
+  // Whether the store's daemon has answered once. Until then a Wait waits
+  // for it to come up (ranks start in any order); after, a store that no
+  // longer answers (rank 0 died) fails the call at once instead of at
+  // its deadline, so that a group call returns within its own timeout.
+  std::atomic<bool> answered_{false};
 };
 
 }  // namespace distopt
