@@ -68,6 +68,35 @@ TEST_F(LocalSgdTest, RanksDivergeThenAverageToTheirMean) {
   EXPECT_FALSE(testing::SameBytes(averaged0[last], averaged1[last]));
 }
 
+// GetPostLocalSgd answers at once while a step waits in a collective for
+// a peer (up to the step's timeout), with the state after the last step.
+TEST_F(LocalSgdTest, GetAnswersWhileAStepWaitsForAPeer) {
+  v1::CreatePostLocalSgdRequest spec = Spec(0.0, 2);
+  spec.set_timeout_ms(4000);
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(spec, &infos).ok());
+  v1::PostLocalSgdStepRequest request;
+  request.set_context_id(PushGradients(0, {}, {}));
+  grpc::Status stepped;
+  std::thread alone([&] {  // Rank 1 never steps: it waits for it.
+    v1::PostLocalSgdStepResponse response;
+    stepped =
+        LocalSgdCall(0, &v1::LocalSgdService::Stub::Step, request, &response);
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  const absl::Time start = absl::Now();
+  v1::PostLocalSgdInfo info;
+  grpc::Status got =
+      LocalSgdCall(0, &v1::LocalSgdService::Stub::GetPostLocalSgd,
+                   v1::GetPostLocalSgdRequest(), &info);
+  const absl::Duration took = absl::Now() - start;
+  alone.join();
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  EXPECT_LT(took, absl::Seconds(2)) << "GetPostLocalSgd waited for the step";
+  EXPECT_EQ(info.step(), 0);
+  EXPECT_FALSE(stepped.ok());  // Timed out waiting for rank 1.
+}
+
 TEST_F(LocalSgdTest, GradientsReduceWithinTheRanksOfThisHostByDefault) {
   v1::CreatePostLocalSgdRequest spec = Spec(0.0, 2);
   spec.set_no_post_local_gradient_allreduce(false);

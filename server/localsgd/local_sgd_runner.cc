@@ -135,6 +135,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   optimizer_ = *std::move(optimizer);
   replacement_.Created(replacements);
   warnings_ = std::move(warnings);
+  PublishLocked();
   return StatusLocked();
 }
 
@@ -167,19 +168,35 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
   if (!status.ok()) {
     step_metrics.Failed();
     CheckCurrentLocked().IgnoreError();  // Dropped now if replaced.
+    PublishLocked();
     return status;
   }
   step_metrics.Applied(timer.Seconds(), 0, 0);
   if (averaged > 0) metrics::Add(Averagings(averaged));
   if (hooks_.after != nullptr) hooks_.after(optimizer_->step());
+  PublishLocked();
   return averaged;
 }
 
-absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Get() const {
-  absl::MutexLock lock(&mutex_);
+void LocalSgdRunner::PublishLocked() const {
   absl::Status created = CheckCreatedLocked();
-  if (!created.ok()) return created;
-  return StatusLocked();
+  absl::StatusOr<LocalSgdInfo> now =
+      created.ok() ? absl::StatusOr<LocalSgdInfo>(StatusLocked())
+                   : absl::StatusOr<LocalSgdInfo>(created);
+  absl::MutexLock lock(&published_mutex_);
+  published_ = std::move(now);
+}
+
+absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Get() const {
+  // Never behind a step that waits for a peer (inspection with a short
+  // deadline, as distoptctl's, would time out): then the state after the
+  // last step.
+  if (mutex_.TryLock()) {
+    PublishLocked();
+    mutex_.Unlock();
+  }
+  absl::MutexLock lock(&published_mutex_);
+  return published_;
 }
 
 absl::StatusOr<LocalSgdInfo> LocalSgdRunner::SetHyperparameters(
@@ -194,6 +211,7 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::SetHyperparameters(
         return optimizer_->SetHyperparameters(g, group, changes);
       });
   if (!status.ok()) return status;
+  PublishLocked();
   return StatusLocked();
 }
 
@@ -216,6 +234,7 @@ absl::StatusOr<std::vector<std::string>> LocalSgdRunner::LoadStateDict(
   absl::Status loaded = optimizer_->LoadStateDict(state_dict, step, &warnings);
   if (!loaded.ok()) return loaded;
   Log(warnings);
+  PublishLocked();
   return warnings;
 }
 

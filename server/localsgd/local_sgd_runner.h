@@ -98,6 +98,10 @@ class LocalSgdRunner {
   // replaced a rank (re-reading the last group checkpoint to resume from).
   absl::Status CheckCurrentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   LocalSgdInfo StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // What Get answers while a step holds mutex_ (waiting for a peer, up to
+  // its timeout): set after every step, and by every Get that finds the
+  // optimizer free.
+  void PublishLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Collective, in Create: loads the restored state into `optimizer` if
   // every rank agrees (see SetRestored).
   absl::Status ResumeLocked(Communicator& communicator,
@@ -122,6 +126,11 @@ class LocalSgdRunner {
   GroupStepHooks hooks_;
   ReplacementWatch replacement_ ABSL_GUARDED_BY(mutex_){
       "post-local SGD: the post-local SGD optimizer", "CreatePostLocalSgd"};
+  mutable absl::Mutex published_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  mutable absl::StatusOr<LocalSgdInfo> published_
+      ABSL_GUARDED_BY(published_mutex_){absl::FailedPreconditionError(
+          "post-local SGD: none on this daemon; expected CreatePostLocalSgd "
+          "first")};
 };
 
 }  // namespace distopt
