@@ -121,17 +121,38 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
     EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
         << r << ": " << created[r].error_message();
   }
+  // A request that one rank refuses on its own checks (an unknown name, a
+  // name given twice, a bad bucket size): that rank says why, and the
+  // others learn of it at once instead of waiting in a collective until
+  // their timeout.
   v1::CreateZeroRequest unknown = SgdSpec(kLr);
   unknown.mutable_groups(0)->add_parameter_names("fc3.weight");
-  v1::ZeroInfo info;
-  grpc::Status missing = CreateZero(0, unknown, &info);
-  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(missing.error_message(), HasSubstr("fc3.weight"));
   v1::CreateZeroRequest twice = SgdSpec(kLr);
   twice.mutable_groups(0)->add_parameter_names("fc1.bias");
-  grpc::Status repeated = CreateZero(0, twice, &info);
-  EXPECT_EQ(repeated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(repeated.error_message(), HasSubstr("\"fc1.bias\" is named"));
+  v1::CreateZeroRequest odd_bucket = SgdSpec(kLr);
+  odd_bucket.set_bucket_bytes(1);
+  const std::vector<
+      std::tuple<const v1::CreateZeroRequest*, grpc::StatusCode, std::string>>
+      refusals = {
+          {&unknown, grpc::StatusCode::NOT_FOUND, "fc3.weight"},
+          {&twice, grpc::StatusCode::INVALID_ARGUMENT, "\"fc1.bias\" is named"},
+          {&odd_bucket, grpc::StatusCode::INVALID_ARGUMENT, "bucket_bytes"}};
+  for (const auto& [bad, code, why] : refusals) {
+    const absl::Time start = absl::Now();
+    created = OnEveryRank([&, bad = bad](int r) {
+      return CreateZero(r, r == 1 ? *bad : SgdSpec(kLr), &infos[r]);
+    });
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << why;
+    EXPECT_EQ(created[1].error_code(), code) << created[1].error_message();
+    EXPECT_THAT(created[1].error_message(), HasSubstr(why));
+    for (int r = 0; r < world_; ++r) {
+      if (r == 1) continue;
+      EXPECT_EQ(created[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+          << r << ": " << created[r].error_message();
+      EXPECT_THAT(created[r].error_message(), HasSubstr("rank 1 refused"));
+    }
+  }
+  EXPECT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
 }
 
 // What the ranks must agree on, to the last bit: a learning rate that

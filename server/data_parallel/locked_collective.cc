@@ -1,5 +1,6 @@
 #include "server/data_parallel/locked_collective.h"
 
+#include "server/comm/agreement.h"
 #include "server/params/parameter_update.h"
 
 namespace distopt {
@@ -34,6 +35,16 @@ absl::Status RunCollectiveStep(
         *changed = status.ok() || torn();
         return status;
       });
+}
+
+absl::Status AgreeBeforeCreating(GroupMembership& group, absl::Duration timeout,
+                                 const absl::Status& local) {
+  absl::Status agreed = group.Run(timeout, [&](Communicator& communicator) {
+    return AgreeOnEveryRank(communicator, local, "the request",
+                            "nothing was created");
+  });
+  // The group's own failure (a lost peer) says less than this rank's.
+  return local.ok() ? agreed : local;
 }
 
 }  // namespace distopt

@@ -26,6 +26,14 @@ absl::Status RunLockedCollective(
     const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&, bool* changed)> run);
 
+// Before a Create's collectives: whether every rank passed its own checks
+// of the request (`local`: the kind, the parameters' names, the options,
+// none made yet). A rank that refused returns its own error; every other
+// rank learns of it at once, FAILED_PRECONDITION naming that rank, instead
+// of waiting in the first collective of the Create until its timeout.
+absl::Status AgreeBeforeCreating(GroupMembership& group, absl::Duration timeout,
+                                 const absl::Status& local);
+
 // A step: `step` gets the gradients `context` holds for `parameters`,
 // collected before the locks are taken. The values changed when it
 // succeeded, or when it failed and `torn()` says it had begun changing

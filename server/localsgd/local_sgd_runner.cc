@@ -77,7 +77,6 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
-  if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
     // A replacement the group has not met yet: met now, by every rank's
@@ -88,10 +87,19 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   }
   CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   const int64_t replacements = (*membership)->replacement_count();
-  if (optimizer_ != nullptr) {
-    return absl::AlreadyExistsError(
-        "post-local SGD: this daemon already has one");
+  absl::StatusOr<ParameterGroups> groups =
+      absl::FailedPreconditionError("not looked up");
+  absl::Status local = kind.status();
+  if (local.ok() && optimizer_ != nullptr) {
+    local =
+        absl::AlreadyExistsError("post-local SGD: this daemon already has one");
   }
+  if (local.ok()) {
+    groups = FindNamedGroups(*resources_.parameters, spec.groups, 0);
+    local = groups.status();
+  }
+  absl::Status agreed = AgreeBeforeCreating(**membership, spec.timeout, local);
+  if (!agreed.ok()) return agreed;
   if (spec.options.post_local_gradient_allreduce &&
       spec.options.subgroup_size == 0) {
     absl::StatusOr<int> per_host = (*membership)->RanksOnThisHost(spec.timeout);
@@ -103,9 +111,6 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
     }
     spec.options.subgroup_size = *per_host;
   }
-  absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*resources_.parameters, spec.groups, 0);
-  if (!groups.ok()) return groups.status();
   std::vector<std::string> warnings;
   absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> optimizer;
   absl::StatusOr<GroupRun> run;

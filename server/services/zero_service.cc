@@ -63,16 +63,22 @@ grpc::Status ZeroServiceImpl::CreateZero(grpc::ServerContext* context,
   spec.options.overlap = request->overlap();
   spec.options.gradient_sharded = request->gradient_sharded();
   absl::StatusOr<int64_t> bucket_bytes = BucketBytes(request->bucket_bytes());
-  if (!bucket_bytes.ok()) return ToGrpcStatus(bucket_bytes.status());
-  spec.options.bucket_bytes = *bucket_bytes;
+  if (bucket_bytes.ok()) {
+    spec.options.bucket_bytes = *bucket_bytes;
+  } else {
+    spec.refused = bucket_bytes.status();
+  }
   absl::StatusOr<absl::Duration> timeout =
       CollectiveTimeout(request->timeout_ms(), "timeout_ms");
   if (!timeout.ok()) return ToGrpcStatus(timeout.status());
   spec.timeout = *timeout;
   absl::StatusOr<std::vector<NamedGroupSpec>> groups =
       NamedGroupsFromProto(request->groups());
-  if (!groups.ok()) return ToGrpcStatus(groups.status());
-  spec.groups = *std::move(groups);
+  if (groups.ok()) {
+    spec.groups = *std::move(groups);
+  } else if (spec.refused.ok()) {
+    spec.refused = groups.status();
+  }
   absl::StatusOr<std::unique_ptr<StreamLimits::Slot>> slot =
       streams_->Acquire(context, "CreateZero");
   if (!slot.ok()) return ToGrpcStatus(slot.status());

@@ -111,7 +111,6 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
   absl::StatusOr<const OptimizerKind*> kind = resources_.kinds->Find(spec.kind);
-  if (!kind.ok()) return kind.status();
   absl::MutexLock lock(&mutex_);
   if (optimizer_ != nullptr) {
     // A replacement the group has not met yet: met now, by every rank's
@@ -122,13 +121,20 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   }
   CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   const int64_t replacements = (*membership)->replacement_count();
-  if (optimizer_ != nullptr) {
-    return absl::AlreadyExistsError(
+  absl::StatusOr<ParameterGroups> groups =
+      absl::FailedPreconditionError("not looked up");
+  absl::Status local = spec.refused;
+  if (local.ok()) local = kind.status();
+  if (local.ok() && optimizer_ != nullptr) {
+    local = absl::AlreadyExistsError(
         "zero: this daemon already has a ZeRO optimizer");
   }
-  absl::StatusOr<ParameterGroups> groups =
-      FindNamedGroups(*resources_.parameters, spec.groups, 0);
-  if (!groups.ok()) return groups.status();
+  if (local.ok()) {
+    groups = FindNamedGroups(*resources_.parameters, spec.groups, 0);
+    local = groups.status();
+  }
+  absl::Status agreed = AgreeBeforeCreating(**membership, spec.timeout, local);
+  if (!agreed.ok()) return agreed;
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::StatusOr<int64_t> resumed_step;
   absl::StatusOr<GroupRun> run;

@@ -31,6 +31,9 @@
 namespace distopt {
 
 struct ZeroSpec {
+  // What the request's own checks found wrong (the rest of the spec is
+  // then partly unset): refused on every rank alike, as the runner's.
+  absl::Status refused;
   std::string kind;
   std::vector<NamedGroupSpec> groups;
   ZeroOptions options;
