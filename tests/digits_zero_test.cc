@@ -262,9 +262,26 @@ TEST_F(DigitsZeroTest, ResumesBitForBitThroughTwentyKillsOfBothRanks) {
   std::atomic<int> failed_restarts{0};
   std::atomic<int> kills_in_a_save{0};
   std::thread chaos([&] {
-    // Kills begin once both ranks hold a checkpoint of the group.
-    if (!testing::PollUntil([&] { return finished > kEvery || done; },
-                            absl::Seconds(60))) {
+    // Kills begin once both ranks hold a checkpoint of the group on disk
+    // (a step past the first save waits only for its copy, not its write:
+    // a kill before the write ends would leave nothing to resume from).
+    Client lister;
+    auto saved_the_group = [&] {
+      for (int r = 0; r < kWorld; ++r) {
+        absl::StatusOr<v1::ListCheckpointsResponse> listed =
+            lister.ListCheckpoints(listen[r]);
+        if (!listed.ok()) return false;
+        bool found = false;
+        for (const v1::CheckpointInfo& one : listed->checkpoints()) {
+          found = found || (one.whole() && one.reason() == "periodic");
+        }
+        if (!found) return false;
+      }
+      return true;
+    };
+    if (!testing::PollUntil(
+            [&] { return done || (finished > kEvery && saved_the_group()); },
+            absl::Seconds(60))) {
       ++failed_restarts;
       return;
     }

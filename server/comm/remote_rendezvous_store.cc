@@ -69,7 +69,8 @@ absl::StatusOr<std::string> RemoteRendezvousStore::Get(const std::string& key,
 absl::Status RemoteRendezvousStore::Wait(const std::vector<std::string>& keys,
                                          absl::Duration timeout) {
   std::unique_ptr<grpc::ClientContext> context = Context(timeout + kCallSlack);
-  // Until the store's daemon is up, keep trying rather than fail at once.
+  // Until the store's daemon has answered once (ranks start in any
+  // order), keep trying rather than fail at once.
   context->set_wait_for_ready(!answered_.load(std::memory_order_relaxed));
   v1::WaitRequest request;
   for (const std::string& key : keys) request.add_keys(key);

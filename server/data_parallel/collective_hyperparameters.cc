@@ -12,15 +12,10 @@ namespace distopt {
 absl::Status SetHyperparametersOnEveryRank(
     Communicator& communicator, FunctionalOptimizer& optimizer, int group,
     const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  std::vector<std::string> sorted;
-  for (const auto& [name, value] : changes) {
-    sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
-  }
-  std::sort(sorted.begin(), sorted.end());
   absl::Status same = CheckSameOnEveryRank(
-      communicator,
-      {{"hyperparameter changes",
-        absl::StrCat("group ", group, ": ", absl::StrJoin(sorted, " "))}});
+      communicator, {{"hyperparameter changes",
+                      absl::StrCat("group ", group, ": ",
+                                   DescribeHyperparameters(changes))}});
   if (!same.ok()) return same;
   const absl::flat_hash_map<std::string, HyperValue> old =
       optimizer.hyperparameters().values();

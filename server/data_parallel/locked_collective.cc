@@ -37,14 +37,20 @@ absl::Status RunCollectiveStep(
       });
 }
 
-absl::Status AgreeBeforeCreating(GroupMembership& group, absl::Duration timeout,
-                                 const absl::Status& local) {
+absl::StatusOr<ParameterGroups> FindGroupsOnEveryRank(
+    GroupMembership& group, absl::Duration timeout, const ParameterStore& store,
+    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused) {
+  absl::StatusOr<ParameterGroups> found =
+      refused.ok() ? FindNamedGroups(store, specs, 0)
+                   : absl::StatusOr<ParameterGroups>(refused);
   absl::Status agreed = group.Run(timeout, [&](Communicator& communicator) {
-    return AgreeOnEveryRank(communicator, local, "the request",
+    return AgreeOnEveryRank(communicator, found.status(), "the request",
                             "nothing was created");
   });
   // The group's own failure (a lost peer) says less than this rank's.
-  return local.ok() ? agreed : local;
+  if (!found.ok()) return found.status();
+  if (!agreed.ok()) return agreed;
+  return found;
 }
 
 }  // namespace distopt

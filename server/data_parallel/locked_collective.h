@@ -26,13 +26,15 @@ absl::Status RunLockedCollective(
     const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&, bool* changed)> run);
 
-// Before a Create's collectives: whether every rank passed its own checks
-// of the request (`local`: the kind, the parameters' names, the options,
-// none made yet). A rank that refused returns its own error; every other
-// rank learns of it at once, FAILED_PRECONDITION naming that rank, instead
-// of waiting in the first collective of the Create until its timeout.
-absl::Status AgreeBeforeCreating(GroupMembership& group, absl::Duration timeout,
-                                 const absl::Status& local);
+// Before a Create's collectives: the parameters `specs` name, once every
+// rank has passed its own checks of the request (`refused`: the kind, the
+// options, none made yet; then the names). A rank that refused returns its
+// own error; every other rank learns of it at once, FAILED_PRECONDITION
+// naming that rank, instead of waiting in the first collective of the
+// Create until its timeout.
+absl::StatusOr<ParameterGroups> FindGroupsOnEveryRank(
+    GroupMembership& group, absl::Duration timeout, const ParameterStore& store,
+    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused);
 
 // A step: `step` gets the gradients `context` holds for `parameters`,
 // collected before the locks are taken. The values changed when it

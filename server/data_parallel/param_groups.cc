@@ -64,13 +64,8 @@ SpecificationParts DescribeSpecification(const std::string& kind_name,
   std::string hyperparameters;
   std::string parameters;
   for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<std::string> sorted;
-    for (const auto& [name, value] : groups[g].hyperparameters) {
-      sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
-    }
-    std::sort(sorted.begin(), sorted.end());
     absl::StrAppend(&hyperparameters, "group ", first_group + g, ": ",
-                    absl::StrJoin(sorted, " "), ";");
+                    DescribeHyperparameters(groups[g].hyperparameters), ";");
     absl::StrAppend(&parameters, "group ", first_group + g, ":");
     for (size_t i = 0; i < groups[g].params.size(); ++i) {
       const Tensor* p = groups[g].params[i];

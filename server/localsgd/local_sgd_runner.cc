@@ -87,19 +87,14 @@ absl::StatusOr<LocalSgdInfo> LocalSgdRunner::Create(LocalSgdSpec spec) {
   }
   CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   const int64_t replacements = (*membership)->replacement_count();
-  absl::StatusOr<ParameterGroups> groups =
-      absl::FailedPreconditionError("not looked up");
-  absl::Status local = kind.status();
-  if (local.ok() && optimizer_ != nullptr) {
-    local =
+  absl::Status refused = kind.status();
+  if (refused.ok() && optimizer_ != nullptr) {
+    refused =
         absl::AlreadyExistsError("post-local SGD: this daemon already has one");
   }
-  if (local.ok()) {
-    groups = FindNamedGroups(*resources_.parameters, spec.groups, 0);
-    local = groups.status();
-  }
-  absl::Status agreed = AgreeBeforeCreating(**membership, spec.timeout, local);
-  if (!agreed.ok()) return agreed;
+  absl::StatusOr<ParameterGroups> groups = FindGroupsOnEveryRank(
+      **membership, spec.timeout, *resources_.parameters, spec.groups, refused);
+  if (!groups.ok()) return groups.status();
   if (spec.options.post_local_gradient_allreduce &&
       spec.options.subgroup_size == 0) {
     absl::StatusOr<int> per_host = (*membership)->RanksOnThisHost(spec.timeout);

@@ -1,5 +1,6 @@
 #include "server/optim/hyperparameters.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -44,6 +45,16 @@ std::string HyperValueToString(const HyperValue& value) {
   const auto& pair = std::get<std::pair<double, double>>(value);
   return absl::StrCat("(", ExactNumber(pair.first), ", ",
                       ExactNumber(pair.second), ")");
+}
+
+std::string DescribeHyperparameters(
+    const absl::flat_hash_map<std::string, HyperValue>& values) {
+  std::vector<std::string> sorted;
+  for (const auto& [name, value] : values) {
+    sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
+  }
+  std::sort(sorted.begin(), sorted.end());
+  return absl::StrJoin(sorted, " ");
 }
 
 double Hyperparameters::number(absl::string_view name) const {

@@ -29,6 +29,11 @@ struct HyperparameterSpec {
 absl::string_view HyperTypeName(const HyperValue& value);
 std::string HyperValueToString(const HyperValue& value);
 
+// "name=value ..." sorted by name, every number exact: what ranks compare
+// to agree on a group's hyperparameters.
+std::string DescribeHyperparameters(
+    const absl::flat_hash_map<std::string, HyperValue>& values);
+
 // Resolved values: every declared name has a value of its declared type.
 // Cheap to copy; not synchronised.
 class Hyperparameters {

@@ -356,26 +356,28 @@ absl::Status Unreadable(const fs::path& path, int error) {
                    " (the checkpoint is left as it is)"));
 }
 
-// What a checkpoint's file should be and is not: a regular file.
-std::string NotARegularFile(mode_t mode) {
+// The size of `path`, whose `status` was just read: damage unless it is a
+// regular file (a folder, a FIFO or a device: a link to /dev/zero holds no
+// checkpoint, however much it gives).
+absl::StatusOr<uint64_t> RegularSize(const fs::path& path,
+                                     const struct stat& status) {
+  const mode_t mode = status.st_mode;
+  if (S_ISREG(mode)) return static_cast<uint64_t>(status.st_size);
   const char* what = S_ISDIR(mode)                    ? "a folder"
                      : S_ISFIFO(mode)                 ? "a FIFO"
                      : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
                      : S_ISSOCK(mode)                 ? "a socket"
                                                       : "not a plain file";
-  return absl::StrCat(what, " where a file of the checkpoint should be");
+  return Damaged(
+      path, absl::StrCat(what, " where a file of the checkpoint should be"));
 }
 
-// The size of the regular file at `path` (links followed): damage when it
-// is missing, or a folder, a FIFO or a device (a link to /dev/zero holds
-// no checkpoint, however much it gives).
+// The size of the regular file at `path` (links followed); damage when it
+// is missing or not a regular file.
 absl::StatusOr<uint64_t> RegularFileSize(const fs::path& path) {
   struct stat status;
   if (stat(path.c_str(), &status) != 0) return Unreadable(path, errno);
-  if (!S_ISREG(status.st_mode)) {
-    return Damaged(path, NotARegularFile(status.st_mode));
-  }
-  return static_cast<uint64_t>(status.st_size);
+  return RegularSize(path, status);
 }
 
 // A section's file name: plain, and never one of the parameters' files
@@ -680,16 +682,14 @@ absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
   if (file.fd() < 0) return Unreadable(path, file.error());
   struct stat status;
   if (fstat(file.fd(), &status) != 0) return Unreadable(path, errno);
-  if (!S_ISREG(status.st_mode)) {
-    return Damaged(path, NotARegularFile(status.st_mode));
-  }
-  const uint64_t file_size = static_cast<uint64_t>(status.st_size);
-  if (file_size > kMaxIndexBytes) {
-    return Damaged(path, absl::StrCat("holds ", file_size,
+  absl::StatusOr<uint64_t> file_size = RegularSize(path, status);
+  if (!file_size.ok()) return file_size.status();
+  if (*file_size > kMaxIndexBytes) {
+    return Damaged(path, absl::StrCat("holds ", *file_size,
                                       " bytes; expected an index of at most ",
                                       kMaxIndexBytes, " bytes"));
   }
-  std::string bytes(file_size, '\0');
+  std::string bytes(*file_size, '\0');
   absl::Status read =
       ReadExactly(file.fd(), path, 0, bytes.size(), bytes.data());
   if (!read.ok()) return read;

@@ -121,20 +121,15 @@ absl::StatusOr<ZeroInfo> ZeroRunner::Create(const ZeroSpec& spec) {
   }
   CheckCurrentLocked().IgnoreError();  // One made before a replacement goes.
   const int64_t replacements = (*membership)->replacement_count();
-  absl::StatusOr<ParameterGroups> groups =
-      absl::FailedPreconditionError("not looked up");
-  absl::Status local = spec.refused;
-  if (local.ok()) local = kind.status();
-  if (local.ok() && optimizer_ != nullptr) {
-    local = absl::AlreadyExistsError(
+  absl::Status refused = spec.refused;
+  if (refused.ok()) refused = kind.status();
+  if (refused.ok() && optimizer_ != nullptr) {
+    refused = absl::AlreadyExistsError(
         "zero: this daemon already has a ZeRO optimizer");
   }
-  if (local.ok()) {
-    groups = FindNamedGroups(*resources_.parameters, spec.groups, 0);
-    local = groups.status();
-  }
-  absl::Status agreed = AgreeBeforeCreating(**membership, spec.timeout, local);
-  if (!agreed.ok()) return agreed;
+  absl::StatusOr<ParameterGroups> groups = FindGroupsOnEveryRank(
+      **membership, spec.timeout, *resources_.parameters, spec.groups, refused);
+  if (!groups.ok()) return groups.status();
   absl::StatusOr<std::unique_ptr<ZeroOptimizer>> optimizer;
   absl::StatusOr<int64_t> resumed_step;
   absl::StatusOr<GroupRun> run;

@@ -74,20 +74,28 @@ ZeroOptimizer::ConsolidateStateDict(int to) {
 
 namespace {
 
+// A digest of a tensor's bytes (a tensor on a GPU is read through a host
+// copy: these are compared only at a load, which is rare).
+std::string FingerprintOf(const Tensor& tensor) {
+  absl::StatusOr<Tensor> host = tensor.device().is_cpu()
+                                    ? absl::StatusOr<Tensor>(tensor)
+                                    : tensor.CloneTo(CpuBackend());
+  if (!host.ok())
+    return absl::StrCat("unreadable (", host.status().message(), ")");
+  return absl::StrCat(Fingerprint(absl::string_view(
+      static_cast<const char*>(host->data()), host->byte_size())));
+}
+
 // What every rank must load alike: each rank keeps its own share of the
 // dict it was given, so two different dicts would leave the ranks stepping
 // with different hyperparameters and steps, and no rank could tell.
 SpecificationParts DescribeStateDict(const OptimizerStateDict& dict) {
   std::string groups;
   for (size_t g = 0; g < dict.param_groups.size(); ++g) {
-    std::vector<std::string> sorted;
-    for (const auto& [name, value] : dict.param_groups[g].hyperparameters) {
-      sorted.push_back(absl::StrCat(name, "=", HyperValueToString(value)));
-    }
-    std::sort(sorted.begin(), sorted.end());
-    absl::StrAppend(&groups, "group ", g, ": ", absl::StrJoin(sorted, " "),
-                    " params [",
-                    absl::StrJoin(dict.param_groups[g].params, ","), "];");
+    absl::StrAppend(
+        &groups, "group ", g, ": ",
+        DescribeHyperparameters(dict.param_groups[g].hyperparameters),
+        " params [", absl::StrJoin(dict.param_groups[g].params, ","), "];");
   }
   std::string state;
   for (const auto& [position, entry] : dict.state) {
@@ -95,15 +103,7 @@ SpecificationParts DescribeStateDict(const OptimizerStateDict& dict) {
         &state, position,
         " step=", entry.step.has_value() ? absl::StrCat(*entry.step) : "none");
     for (const auto& [name, buffer] : entry.buffers) {
-      absl::StatusOr<Tensor> host = buffer.device().is_cpu()
-                                        ? absl::StatusOr<Tensor>(buffer)
-                                        : buffer.CloneTo(CpuBackend());
-      absl::StrAppend(
-          &state, " ", name, "=",
-          host.ok()
-              ? absl::StrCat(Fingerprint(absl::string_view(
-                    static_cast<const char*>(host->data()), host->byte_size())))
-              : "unreadable");
+      absl::StrAppend(&state, " ", name, "=", FingerprintOf(buffer));
     }
     absl::StrAppend(&state, ";");
   }
@@ -156,18 +156,10 @@ SpecificationParts ZeroOptimizer::DescribeValues() const {
   const std::vector<std::vector<int64_t>> positions = GlobalPositions(groups_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const Tensor& p = *groups_[g].params[i];
-      // A parameter on a GPU is read through a host copy (a load is rare).
-      absl::StatusOr<Tensor> host = p.device().is_cpu()
-                                        ? absl::StatusOr<Tensor>(p)
-                                        : p.CloneTo(CpuBackend());
       parts.emplace_back(
           absl::StrCat("the values of parameter ", positions[g][i], " (group ",
                        g, ", index ", i, ")"),
-          host.ok()
-              ? absl::StrCat(Fingerprint(absl::string_view(
-                    static_cast<const char*>(host->data()), host->byte_size())))
-              : absl::StrCat("unreadable (", host.status().message(), ")"));
+          FingerprintOf(*groups_[g].params[i]));
     }
   }
   return parts;
