@@ -7,6 +7,8 @@
 // timeout.
 #include <signal.h>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -95,6 +97,58 @@ TEST_F(LocalSgdTest, GetAnswersWhileAStepWaitsForAPeer) {
   EXPECT_LT(took, absl::Seconds(2)) << "GetPostLocalSgd waited for the step";
   EXPECT_EQ(info.step(), 0);
   EXPECT_FALSE(stepped.ok());  // Timed out waiting for rank 1.
+}
+
+// A step or an LR change that one rank refuses on its own checks: the
+// others learn of it in the call's first collective, at once, not after
+// their timeout (30 s here); nothing changes, and the run goes on.
+TEST_F(LocalSgdTest, ARefusalOnOneRankReachesTheOthersAtOnce) {
+  v1::CreatePostLocalSgdRequest spec = Spec(0.0, 2);
+  spec.set_timeout_ms(30000);
+  std::vector<v1::PostLocalSgdInfo> infos;
+  ASSERT_TRUE(CreateOnEveryRank(spec, &infos).ok());
+  const uint64_t context_id = PushGradients(0, {}, {});
+  const uint64_t unknown = client_->NewContextId();
+  std::vector<v1::PostLocalSgdStepResponse> responses(world_);
+  absl::Time start = absl::Now();
+  std::vector<grpc::Status> stepped = OnEveryRank([&](int r) {
+    v1::PostLocalSgdStepRequest request;
+    request.set_context_id(r == 1 ? unknown : context_id);
+    return LocalSgdCall(r, &v1::LocalSgdService::Stub::Step, request,
+                        &responses[r]);
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(stepped[1].error_code(), grpc::StatusCode::NOT_FOUND)
+      << stepped[1].error_message();
+  EXPECT_EQ(stepped[0].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << stepped[0].error_message();
+  EXPECT_THAT(stepped[0].error_message(), HasSubstr("rank 1 refused"));
+  for (size_t p = 0; p < kModel.size(); ++p) {
+    absl::StatusOr<Tensor> now = client_->ReadParameter(params_[0][p]);
+    ASSERT_TRUE(now.ok()) << now.status();
+    EXPECT_TRUE(testing::SameBytes(*now, Initial(p))) << kModel[p].first;
+  }
+  std::vector<v1::PostLocalSgdInfo> changed(world_);
+  start = absl::Now();
+  std::vector<grpc::Status> results = OnEveryRank([&](int r) {
+    v1::SetZeroHyperparametersRequest request;
+    request.set_group(r == 1 ? 9 : 0);
+    (*request.mutable_hyperparameters())["lr"].set_number(0.25);
+    return LocalSgdCall(r, &v1::LocalSgdService::Stub::SetHyperparameters,
+                        request, &changed[r]);
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (const grpc::Status& status : results) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << status.error_message();
+  }
+  // Both ranks are still at step 0 and step on together.
+  EXPECT_EQ(StepEveryRank(0), std::vector<int>(world_, 0));
+  v1::PostLocalSgdInfo info;
+  ASSERT_TRUE(LocalSgdCall(1, &v1::LocalSgdService::Stub::GetPostLocalSgd,
+                           v1::GetPostLocalSgdRequest(), &info)
+                  .ok());
+  EXPECT_EQ(info.step(), 1);
 }
 
 TEST_F(LocalSgdTest, GradientsReduceWithinTheRanksOfThisHostByDefault) {

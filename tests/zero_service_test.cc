@@ -155,6 +155,90 @@ TEST_F(ZeroServiceTest, StepBeforeCreateAndMismatchedSpecsAreRefused) {
   EXPECT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
 }
 
+// Calls that one rank refuses on its own checks while the others go
+// ahead: the refusing rank says why, and the others learn of it in the
+// call's first collective, at once, instead of waiting for that rank until
+// their timeout (30 s here); nothing changes anywhere, and the group goes
+// on.
+TEST_F(ZeroServiceTest, ARefusalOnOneRankReachesTheOthersAtOnce) {
+  ASSERT_TRUE(CreateZeroOnEveryRank(SgdSpec(kLr)));
+  const auto expect_refused_by_rank_1 =
+      [&](const std::vector<grpc::Status>& results, grpc::StatusCode code,
+          const std::string& why, absl::Time start) {
+        EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << why;
+        EXPECT_EQ(results[1].error_code(), code) << results[1].error_message();
+        EXPECT_THAT(results[1].error_message(), HasSubstr(why));
+        for (int r = 0; r < world_; ++r) {
+          if (r == 1) continue;
+          EXPECT_EQ(results[r].error_code(),
+                    grpc::StatusCode::FAILED_PRECONDITION)
+              << r << ": " << results[r].error_message();
+          EXPECT_THAT(results[r].error_message(), HasSubstr("rank 1 refused"));
+        }
+      };
+  // A step in a context that rank 1 never heard of (a typo, or one that
+  // died with a restarted daemon).
+  const uint64_t context_id = PushGradients(0);
+  const uint64_t unknown = client_->NewContextId();
+  absl::Time start = absl::Now();
+  expect_refused_by_rank_1(OnEveryRank([&](int r) {
+                             return Step(r, r == 1 ? unknown : context_id);
+                           }),
+                           grpc::StatusCode::NOT_FOUND, absl::StrCat(unknown),
+                           start);
+  for (int r = 0; r < world_; ++r) {
+    for (size_t p = 0; p < kModel.size(); ++p) {
+      absl::StatusOr<Tensor> now = client_->ReadParameter(params_[r][p]);
+      ASSERT_TRUE(now.ok()) << now.status();
+      EXPECT_TRUE(testing::SameBytes(*now, Initial(p))) << r << " " << p;
+    }
+  }
+  // A group index that only rank 1 has wrong.
+  std::vector<v1::ZeroInfo> infos(world_);
+  start = absl::Now();
+  const std::vector<grpc::Status> changed = OnEveryRank([&](int r) {
+    v1::SetZeroHyperparametersRequest request;
+    request.set_group(r == 1 ? 9 : 0);
+    (*request.mutable_hyperparameters())["lr"].set_number(kLr / 2);
+    return Call(r, &v1::ZeroService::Stub::SetHyperparameters, request,
+                &infos[r]);
+  });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (int r = 0; r < world_; ++r) {
+    EXPECT_EQ(changed[r].error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << r << ": " << changed[r].error_message();
+  }
+  // A group that rank 1 cannot make: a parameter it does not hold.
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(
+        client_->CreateParameterFrom(addresses_[r], "fc3.bias", Initial(3))
+            .ok());
+  }
+  start = absl::Now();
+  expect_refused_by_rank_1(
+      OnEveryRank([&](int r) {
+        v1::AddZeroParamGroupRequest request;
+        request.mutable_group()->add_parameter_names(r == 1 ? "fc4.bias"
+                                                            : "fc3.bias");
+        return Call(r, &v1::ZeroService::Stub::AddParamGroup, request,
+                    &infos[r]);
+      }),
+      grpc::StatusCode::NOT_FOUND, "fc4.bias", start);
+  // None of it stuck: the same step on every rank equals one local
+  // optimizer's with the learning rate it was created with.
+  ReferenceTraining reference("sgd");
+  ASSERT_TRUE(TrainSteps(reference, 0, 1));
+  ExpectEveryRankHolds(reference.values());
+  for (int r = 0; r < world_; ++r) {
+    v1::ZeroInfo info;
+    ASSERT_TRUE(
+        Call(r, &v1::ZeroService::Stub::GetZero, v1::GetZeroRequest(), &info)
+            .ok());
+    EXPECT_EQ(info.groups(), 1);
+    EXPECT_EQ(info.steps(), 1);
+  }
+}
+
 // What the ranks must agree on, to the last bit: a learning rate that
 // differs in its seventh digit, and parameters of the same dtypes and
 // shapes named in another order (each rank would step the others' moments

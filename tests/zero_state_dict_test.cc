@@ -351,12 +351,15 @@ TEST_F(ZeroServiceTest, AGroupAddedLaterKeepsTheFirstGroupsOwners) {
       EXPECT_EQ(after[r].owners(p).rank(), before[r].owners(p).rank());
     }
   }
-  // Adding a parameter already in a group is refused before any collective.
-  v1::ZeroInfo info;
-  grpc::Status twice =
-      Call(0, &v1::ZeroService::Stub::AddParamGroup, request, &info);
-  EXPECT_EQ(twice.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(twice.error_message(), HasSubstr("\"fc2.weight\" is named more"));
+  // Adding a parameter already in a group is refused on every rank.
+  for (const grpc::Status& twice : OnEveryRank([&](int r) {
+         return Call(r, &v1::ZeroService::Stub::AddParamGroup, request,
+                     &after[r]);
+       })) {
+    EXPECT_EQ(twice.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(twice.error_message(),
+                HasSubstr("\"fc2.weight\" is named more"));
+  }
   // The model steps as a whole, all ranks equal.
   const uint64_t context_id = PushGradients(0);
   ASSERT_TRUE(OkOnEveryRank([&](int r) { return Step(r, context_id); }));

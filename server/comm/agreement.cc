@@ -62,23 +62,37 @@ absl::Status CheckSameOnEveryRank(Communicator& communicator,
   return absl::OkStatus();
 }
 
-absl::Status AgreeOnEveryRank(Communicator& communicator,
-                              const absl::Status& local, absl::string_view what,
-                              absl::string_view consequence) {
-  std::vector<float> failed(communicator.size(), 0.0f);
-  failed[communicator.rank()] = local.ok() ? 0.0f : 1.0f;
-  absl::Status status =
-      communicator.AllReduce(absl::MakeSpan(failed), ReduceOp::kSum);
-  if (!status.ok()) return status;
+std::vector<float> RefusalSlots(const Communicator& communicator,
+                                const absl::Status& local) {
+  std::vector<float> slots(communicator.size(), 0.0f);
+  slots[communicator.rank()] = local.ok() ? 0.0f : 1.0f;
+  return slots;
+}
+
+absl::Status VerdictOfRefusals(const Communicator& communicator,
+                               absl::Span<const float> summed,
+                               const absl::Status& local,
+                               absl::string_view what,
+                               absl::string_view consequence) {
   if (!local.ok()) return local;
   for (int r = 0; r < communicator.size(); ++r) {
-    if (failed[r] > 0) {
+    if (summed[r] > 0) {
       return absl::FailedPreconditionError(
           absl::StrCat(what, ": rank ", r,
                        " refused it (its own error says why); ", consequence));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status AgreeOnEveryRank(Communicator& communicator,
+                              const absl::Status& local, absl::string_view what,
+                              absl::string_view consequence) {
+  std::vector<float> refused = RefusalSlots(communicator, local);
+  absl::Status status =
+      communicator.AllReduce(absl::MakeSpan(refused), ReduceOp::kSum);
+  if (!status.ok()) return status;
+  return VerdictOfRefusals(communicator, refused, local, what, consequence);
 }
 
 }  // namespace distopt

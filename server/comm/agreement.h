@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/comm/communicator.h"
 
 namespace distopt {
@@ -29,6 +30,18 @@ absl::Status CheckSameOnEveryRank(Communicator& communicator,
 absl::Status AgreeOnEveryRank(
     Communicator& communicator, const absl::Status& local,
     absl::string_view what,
+    absl::string_view consequence = "nothing changed on any rank");
+
+// An agreement that rides in a collective a call makes anyway (a step's
+// header), costing no round of its own: `RefusalSlots` are this rank's
+// part, one float per rank, 1 at its own when `local` refused; summed (or
+// gathered) over the ranks, `VerdictOfRefusals` reads them as
+// AgreeOnEveryRank does.
+std::vector<float> RefusalSlots(const Communicator& communicator,
+                                const absl::Status& local);
+absl::Status VerdictOfRefusals(
+    const Communicator& communicator, absl::Span<const float> summed,
+    const absl::Status& local, absl::string_view what,
     absl::string_view consequence = "nothing changed on any rank");
 
 // The same bytes give the same fingerprint on every rank (unlike

@@ -10,13 +10,21 @@
 namespace distopt {
 
 absl::Status SetHyperparametersOnEveryRank(
-    Communicator& communicator, FunctionalOptimizer& optimizer, int group,
-    const absl::flat_hash_map<std::string, HyperValue>& changes) {
+    Communicator& communicator,
+    const std::vector<std::unique_ptr<FunctionalOptimizer>>& optimizers,
+    int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
   absl::Status same = CheckSameOnEveryRank(
       communicator, {{"hyperparameter changes",
                       absl::StrCat("group ", group, ": ",
                                    DescribeHyperparameters(changes))}});
   if (!same.ok()) return same;
+  // The same index everywhere, and the ranks have the same groups: a bad
+  // one is refused alike on every rank.
+  if (group < 0 || group >= static_cast<int>(optimizers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group: ", group, "; expected 0 to ", optimizers.size() - 1));
+  }
+  FunctionalOptimizer& optimizer = *optimizers[group];
   const absl::flat_hash_map<std::string, HyperValue> old =
       optimizer.hyperparameters().values();
   absl::Status local = optimizer.SetHyperparameters(changes);

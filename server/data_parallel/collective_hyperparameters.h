@@ -4,7 +4,9 @@
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_COLLECTIVE_HYPERPARAMETERS_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_COLLECTIVE_HYPERPARAMETERS_H_
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -14,12 +16,15 @@
 namespace distopt {
 
 // Collective: every rank passes the same group index and changes, and
-// `optimizer` is its optimizer of that group. FAILED_PRECONDITION on every
-// rank when the ranks' changes differ; INVALID_ARGUMENT naming the
-// hyperparameter for a bad value. On any refusal no rank changes.
+// `optimizers` are its optimizers, one per group. FAILED_PRECONDITION on
+// every rank when the ranks' indices or changes differ (checked first, so
+// that a bad index on one rank is refused on every rank, and none waits
+// for it); INVALID_ARGUMENT naming the index or the hyperparameter for a
+// bad value. On any refusal no rank changes.
 absl::Status SetHyperparametersOnEveryRank(
-    Communicator& communicator, FunctionalOptimizer& optimizer, int group,
-    const absl::flat_hash_map<std::string, HyperValue>& changes);
+    Communicator& communicator,
+    const std::vector<std::unique_ptr<FunctionalOptimizer>>& optimizers,
+    int group, const absl::flat_hash_map<std::string, HyperValue>& changes);
 
 }  // namespace distopt
 

@@ -21,17 +21,26 @@ absl::Status RunLockedCollective(
 
 absl::Status RunCollectiveStep(
     GroupMembership& group, absl::Duration timeout,
-    const AutogradContext& context, const ParameterGroups& parameters,
+    const absl::StatusOr<std::shared_ptr<AutogradContext>>& context,
+    const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&,
-                                   const GroupGradientPointers&)>
+                                   const GroupGradientPointers&,
+                                   const absl::Status& refused)>
         step,
     absl::FunctionRef<bool()> torn) {
   GroupGradients gradients;
-  CollectGradients(context, parameters, &gradients);
+  if (context.ok()) {
+    CollectGradients(**context, parameters, &gradients);
+  } else {
+    for (const auto& list : parameters) {
+      gradients.pointers.emplace_back(list.size(), nullptr);
+    }
+  }
   return RunLockedCollective(
       group, timeout, parameters,
       [&](CommunicatorGroup& communicators, bool* changed) {
-        absl::Status status = step(communicators, gradients.pointers);
+        absl::Status status =
+            step(communicators, gradients.pointers, context.status());
         *changed = status.ok() || torn();
         return status;
       });
@@ -39,13 +48,14 @@ absl::Status RunCollectiveStep(
 
 absl::StatusOr<ParameterGroups> FindGroupsOnEveryRank(
     GroupMembership& group, absl::Duration timeout, const ParameterStore& store,
-    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused) {
+    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused,
+    size_t first_group, const ParameterGroups& taken) {
   absl::StatusOr<ParameterGroups> found =
-      refused.ok() ? FindNamedGroups(store, specs, 0)
+      refused.ok() ? FindNamedGroups(store, specs, first_group, taken)
                    : absl::StatusOr<ParameterGroups>(refused);
   absl::Status agreed = group.Run(timeout, [&](Communicator& communicator) {
     return AgreeOnEveryRank(communicator, found.status(), "the request",
-                            "nothing was created");
+                            "nothing changed on any rank");
   });
   // The group's own failure (a lost peer) says less than this rank's.
   if (!found.ok()) return found.status();

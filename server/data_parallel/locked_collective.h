@@ -8,6 +8,8 @@
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_LOCKED_COLLECTIVE_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_LOCKED_COLLECTIVE_H_
 
+#include <memory>
+
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,25 +28,33 @@ absl::Status RunLockedCollective(
     const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&, bool* changed)> run);
 
-// Before a Create's collectives: the parameters `specs` name, once every
-// rank has passed its own checks of the request (`refused`: the kind, the
-// options, none made yet; then the names). A rank that refused returns its
-// own error; every other rank learns of it at once, FAILED_PRECONDITION
-// naming that rank, instead of waiting in the first collective of the
-// Create until its timeout.
+// Before a Create's (or an AddParamGroup's) collectives: the parameters
+// `specs` name (FindNamedGroups, from `first_group`, none of `taken`),
+// once every rank has passed its own checks of the request (`refused`:
+// the kind, the options, none made yet; then the names). A rank that
+// refused returns its own error; every other rank learns of it at once,
+// FAILED_PRECONDITION naming that rank, instead of waiting in the first
+// collective of the call until its timeout.
 absl::StatusOr<ParameterGroups> FindGroupsOnEveryRank(
     GroupMembership& group, absl::Duration timeout, const ParameterStore& store,
-    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused);
+    const std::vector<NamedGroupSpec>& specs, const absl::Status& refused,
+    size_t first_group = 0, const ParameterGroups& taken = {});
 
 // A step: `step` gets the gradients `context` holds for `parameters`,
-// collected before the locks are taken. The values changed when it
-// succeeded, or when it failed and `torn()` says it had begun changing
-// them.
+// collected before the locks are taken, and `refused`: OK, or why this
+// rank refuses the step (no such context), when it has none. A refusing
+// rank still takes part in the step's first collective so that the others
+// learn of it there, at once, instead of waiting for it until their
+// timeout (ZeroOptimizer::Step, LocalSgdOptimizer::Step). The values
+// changed when it succeeded, or when it failed and `torn()` says it had
+// begun changing them.
 absl::Status RunCollectiveStep(
     GroupMembership& group, absl::Duration timeout,
-    const AutogradContext& context, const ParameterGroups& parameters,
+    const absl::StatusOr<std::shared_ptr<AutogradContext>>& context,
+    const ParameterGroups& parameters,
     absl::FunctionRef<absl::Status(CommunicatorGroup&,
-                                   const GroupGradientPointers&)>
+                                   const GroupGradientPointers&,
+                                   const absl::Status& refused)>
         step,
     absl::FunctionRef<bool()> torn);
 

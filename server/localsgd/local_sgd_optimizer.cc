@@ -114,10 +114,11 @@ absl::StatusOr<Communicator*> LocalSgdOptimizer::GradientReducer(
 }
 
 absl::Status LocalSgdOptimizer::Step(CommunicatorGroup& group,
-                                     const GroupGradientPointers& grads) {
+                                     const GroupGradientPointers& grads,
+                                     const absl::Status& refused) {
   if (!damage_.ok()) return damage_;
   changing_ = false;
-  absl::Status status = StepOnce(group, grads);
+  absl::Status status = StepOnce(group, grads, refused);
   if (!status.ok() && changing_) {
     damage_ = absl::FailedPreconditionError(absl::StrCat(
         "post-local SGD: a step failed half-way on rank ",
@@ -131,23 +132,35 @@ absl::Status LocalSgdOptimizer::Step(CommunicatorGroup& group,
 }
 
 absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
-                                         const GroupGradientPointers& grads) {
-  absl::Status valid = CheckGradients(groups_, grads);
-  if (!valid.ok()) return valid;
-  // 1. One all-gather: every rank's step (which must agree, or the ranks
-  // would average at different steps and wait on each other) and which
-  // parameters it has gradients for.
+                                         const GroupGradientPointers& grads,
+                                         const absl::Status& refused) {
+  const absl::Status valid =
+      refused.ok() ? CheckGradients(groups_, grads) : refused;
+  // 1. One all-gather: whether each rank refused the step (each then
+  // returns at once, so none waits in a collective the others skip), every
+  // rank's step (which must agree, or the ranks would average at different
+  // steps and wait on each other) and which parameters it has gradients
+  // for.
   Communicator& global = group.global();
-  std::vector<float> mine = EncodeAsFloats(averager_.step());
+  std::vector<float> mine = {valid.ok() ? 0.0f : 1.0f};
+  for (float f : EncodeAsFloats(averager_.step())) mine.push_back(f);
   const size_t header = mine.size();
   for (const auto& list : grads) {
-    for (const Tensor* grad : list) mine.push_back(grad != nullptr);
+    for (const Tensor* grad : list) {
+      mine.push_back(valid.ok() && grad != nullptr);
+    }
   }
   std::vector<float> all(mine.size() * global.size());
   absl::Status status = global.AllGather(mine, absl::MakeSpan(all));
   if (!status.ok()) return status;
+  std::vector<float> refusals;
   for (int r = 0; r < global.size(); ++r) {
-    const uint64_t step = DecodeFromFloats(&all[r * mine.size()]);
+    refusals.push_back(all[r * mine.size()]);
+  }
+  status = VerdictOfRefusals(global, refusals, valid, "the step");
+  if (!status.ok()) return status;
+  for (int r = 0; r < global.size(); ++r) {
+    const uint64_t step = DecodeFromFloats(&all[r * mine.size() + 1]);
     if (step != static_cast<uint64_t>(averager_.step())) {
       return absl::FailedPreconditionError(absl::StrCat(
           "step: rank ", r, " is at step ", step, ", this rank (",
@@ -226,12 +239,7 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
 absl::Status LocalSgdOptimizer::SetHyperparameters(
     CommunicatorGroup& group, int index,
     const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  if (index < 0 || index >= static_cast<int>(groups_.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group: ", index, "; expected 0 to ", groups_.size() - 1));
-  }
-  return SetHyperparametersOnEveryRank(group.global(), *local_[index], index,
-                                       changes);
+  return SetHyperparametersOnEveryRank(group.global(), local_, index, changes);
 }
 
 absl::StatusOr<OptimizerStateDict> LocalSgdOptimizer::StateDict() const {

@@ -57,9 +57,15 @@ class LocalSgdOptimizer {
       const LocalSgdOptions& options, std::vector<std::string>* warnings,
       MemoryBudget* budget = nullptr);
 
-  // grads[g][i] for params[g][i] (null when this rank has none).
+  // grads[g][i] for params[g][i] (null when this rank has none). A rank
+  // whose `refused` is not OK (its caller's checks failed: no such
+  // context), or whose gradients do not fit, takes part in the step's first
+  // collective only: every rank then returns at once, having changed
+  // nothing; that rank its own error, the others FAILED_PRECONDITION
+  // naming it.
   absl::Status Step(CommunicatorGroup& group,
-                    const GroupGradientPointers& grads);
+                    const GroupGradientPointers& grads,
+                    const absl::Status& refused = absl::OkStatus());
 
   // Collective over the whole group: changes group `group`'s
   // hyperparameters on every rank (an LR schedule).
@@ -120,7 +126,8 @@ class LocalSgdOptimizer {
   }
 
   absl::Status StepOnce(CommunicatorGroup& group,
-                        const GroupGradientPointers& grads);
+                        const GroupGradientPointers& grads,
+                        const absl::Status& refused);
   // Which communicator reduces the gradients at this step; null for none.
   absl::StatusOr<Communicator*> GradientReducer(CommunicatorGroup& group);
 

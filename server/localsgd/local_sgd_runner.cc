@@ -143,9 +143,10 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
                                          absl::string_view caller) {
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+  // An unknown context is refused in the step's first collective, so that
+  // the other ranks need not wait for this one until their timeout.
+  const absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       resources_.Context(context_id, caller);
-  if (!context.ok()) return context.status();
   if (hooks_.before != nullptr) hooks_.before();
   const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
@@ -159,10 +160,10 @@ absl::StatusOr<int> LocalSgdRunner::Step(uint64_t context_id,
   const int averaged =
       optimizer_->averager().GroupSizeAt(optimizer_->step()).value_or(0);
   absl::Status status = RunCollectiveStep(
-      **membership, spec_.timeout, **context, groups_,
+      **membership, spec_.timeout, context, groups_,
       [&](CommunicatorGroup& communicators,
-          const GroupGradientPointers& gradients) {
-        return optimizer_->Step(communicators, gradients);
+          const GroupGradientPointers& gradients, const absl::Status& refused) {
+        return optimizer_->Step(communicators, gradients, refused);
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) {

@@ -85,14 +85,7 @@ absl::Status ZeroOptimizer::AddParamGroup(ParamGroup group) {
 
 absl::Status ZeroOptimizer::SetHyperparameters(
     int group, const absl::flat_hash_map<std::string, HyperValue>& changes) {
-  // The index is part of what the ranks agree on first, so a bad one is
-  // refused alike everywhere.
-  if (group < 0 || group >= static_cast<int>(groups_.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group: ", group, "; expected 0 to ", groups_.size() - 1));
-  }
-  return SetHyperparametersOnEveryRank(*communicator_, *local_[group], group,
-                                       changes);
+  return SetHyperparametersOnEveryRank(*communicator_, local_, group, changes);
 }
 
 absl::StatusOr<ZeroOptimizer::Extension> ZeroOptimizer::PrepareExtension(
@@ -152,11 +145,12 @@ void ZeroOptimizer::Extend(std::vector<ParamGroup> added, Extension extension) {
   }
 }
 
-absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads) {
+absl::Status ZeroOptimizer::Step(const GroupGradientPointers& grads,
+                                 const absl::Status& refused) {
   if (!damage_.ok()) return damage_;
-  absl::Status valid = CheckGradients(groups_, grads);
-  if (!valid.ok()) return valid;
-  return Round(grads, /*active=*/true).status();
+  const absl::Status valid =
+      refused.ok() ? CheckGradients(groups_, grads) : refused;
+  return Round(grads, /*active=*/true, valid).status();
 }
 
 absl::StatusOr<bool> ZeroOptimizer::ShadowStep() {
@@ -165,25 +159,35 @@ absl::StatusOr<bool> ZeroOptimizer::ShadowStep() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     none[g].assign(groups_[g].params.size(), nullptr);
   }
-  return Round(none, /*active=*/false);
+  return Round(none, /*active=*/false, absl::OkStatus());
 }
 
 absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
-                                          bool active) {
-  // First, one small all-reduce: how many ranks are still active (a joined
-  // rank only shadows the others), and which parameters have a gradient
-  // somewhere. Every rank then plans the same buckets and issues the same
-  // collectives.
-  std::vector<float> header = {active ? 1.0f : 0.0f};
+                                          bool active,
+                                          const absl::Status& refused) {
+  // First, one small all-reduce: which ranks refused the step (each then
+  // returns at once, so none waits in a collective the others skip), how
+  // many ranks are still active (a joined rank only shadows the others),
+  // and which parameters have a gradient somewhere. Every rank then plans
+  // the same buckets and issues the same collectives.
+  const int world = communicator_->size();
+  std::vector<float> header = RefusalSlots(*communicator_, refused);
+  header.push_back(active ? 1.0f : 0.0f);
   for (const auto& group : grads) {
-    for (const Tensor* grad : group) header.push_back(grad != nullptr);
+    for (const Tensor* grad : group) {
+      header.push_back(refused.ok() && grad != nullptr);
+    }
   }
   absl::Status status =
       communicator_->AllReduce(absl::MakeSpan(header), ReduceOp::kSum);
   if (!status.ok()) return status;
-  if (header[0] == 0) return false;
+  status = VerdictOfRefusals(*communicator_,
+                             absl::MakeConstSpan(header).subspan(0, world),
+                             refused, "the step");
+  if (!status.ok()) return status;
+  if (header[world] == 0) return false;
   Presence present(groups_.size());
-  size_t k = 1;
+  size_t k = world + 1;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       present[g].push_back(header[k++] > 0);

@@ -77,8 +77,13 @@ class ZeroOptimizer {
   // when this rank has none). A parameter with a gradient on any rank is
   // averaged with zeros for the ranks without one, as DDP does; one with
   // none anywhere is skipped. Errors of the collectives (a lost rank) come
-  // back as they are.
-  absl::Status Step(const GroupGradientPointers& grads);
+  // back as they are. A rank whose `refused` is not OK (its caller's checks
+  // failed: no such context), or whose gradients do not fit, takes part in
+  // the step's first collective only: every rank then returns at once,
+  // having changed nothing; that rank its own error, the others
+  // FAILED_PRECONDITION naming it.
+  absl::Status Step(const GroupGradientPointers& grads,
+                    const absl::Status& refused = absl::OkStatus());
 
   // For a rank that has run out of data (torch's Join): takes part in the
   // other ranks' next step with no gradients (counting as zeros) and still
@@ -167,7 +172,8 @@ class ZeroOptimizer {
       const std::vector<ParamGroup>& added) const;
   void Extend(std::vector<ParamGroup> added, Extension extension);
   // One step round; false when no rank was active.
-  absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active);
+  absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active,
+                             const absl::Status& refused);
   // Averages one bucket across ranks (all of it, or this rank's block).
   absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
   // Gradient-sharded: every owner's stepped parameters of the bucket reach

@@ -488,10 +488,11 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
         ASSERT_TRUE(status.ok()) << status;
         const std::string mode =
             absl::StrCat("sharded=", sharded, " overlap=", overlap);
-        // Beyond the model: the header's all-reduce (one float per
-        // parameter and one for whether the rank is active) and the
-        // closing agreement's (one float per rank).
-        const size_t header = (6 + 1) * sizeof(float) + 2 * sizeof(float);
+        // Beyond the model: the header's all-reduce (one float per rank
+        // for whether it refused the step, one for whether this rank is
+        // active, one per parameter) and the closing agreement's (one
+        // float per rank).
+        const size_t header = (2 + 1 + 6) * sizeof(float) + 2 * sizeof(float);
         if (sharded) {
           EXPECT_EQ(c.all_reduce_bytes, header) << mode;
           EXPECT_EQ(c.reduce_scatter_bytes, kModelBytes) << mode;

@@ -171,9 +171,10 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
   if (joined_) return joined;
   absl::StatusOr<GroupMembership*> membership = resources_.Group();
   if (!membership.ok()) return membership.status();
-  absl::StatusOr<std::shared_ptr<AutogradContext>> context =
+  // An unknown context is refused in the step's first collective, so that
+  // the other ranks need not wait for this one until their timeout.
+  const absl::StatusOr<std::shared_ptr<AutogradContext>> context =
       resources_.Context(context_id, caller);
-  if (!context.ok()) return context.status();
   if (hooks_.before != nullptr) hooks_.before();
   const metrics::Stopwatch timer;
   absl::MutexLock lock(&mutex_);
@@ -186,9 +187,10 @@ absl::Status ZeroRunner::Step(uint64_t context_id, absl::string_view caller) {
     return optimizer_->damage();
   }
   absl::Status status = RunCollectiveStep(
-      **membership, spec_.timeout, **context, groups_,
-      [&](CommunicatorGroup&, const GroupGradientPointers& gradients) {
-        return optimizer_->Step(gradients);
+      **membership, spec_.timeout, context, groups_,
+      [&](CommunicatorGroup&, const GroupGradientPointers& gradients,
+          const absl::Status& refused) {
+        return optimizer_->Step(gradients, refused);
       },
       [&] { return !optimizer_->damage().ok(); });
   if (!status.ok()) {
@@ -259,7 +261,8 @@ absl::StatusOr<ZeroInfo> ZeroRunner::AddParamGroup(
   absl::Status created = CheckCurrentLocked();
   if (!created.ok()) return created;
   absl::StatusOr<ParameterGroups> found =
-      FindNamedGroups(*resources_.parameters, {group}, groups_.size(), groups_);
+      FindGroupsOnEveryRank(**membership, spec_.timeout, *resources_.parameters,
+                            {group}, absl::OkStatus(), groups_.size(), groups_);
   if (!found.ok()) return found.status();
   absl::Status status = RunLockedCollective(
       **membership, spec_.timeout, *found, [&](CommunicatorGroup&, bool*) {

@@ -74,10 +74,11 @@ void StepPrivately(
                                   *created_with, tensors.layouts());
   fuzz::CheckOk(optimizer.status(), "an optimizer like the created one");
   fuzz::MirrorCommunicator communicator(1, 2);
-  (void)SetHyperparametersOnEveryRank(communicator, **optimizer, 0, changes);
+  std::vector<std::unique_ptr<FunctionalOptimizer>> groups;
+  groups.push_back(*std::move(optimizer));
+  (void)SetHyperparametersOnEveryRank(communicator, groups, 0, changes);
   for (int step = 0; step < 2; ++step) {
-    fuzz::CheckOk((*optimizer)->Step(tensors.Params(), tensors.Grads()),
-                  "a step");
+    fuzz::CheckOk(groups[0]->Step(tensors.Params(), tensors.Grads()), "a step");
   }
 }
 
