@@ -168,6 +168,75 @@ TEST(GroupJoinTest, ThreeDaemonsJoinThroughRankZeroAndMeetAtABarrier) {
   }
 }
 
+// A rank started with another --world_size: each rank's group error names
+// the sizes, not only gloo's lengths of the ranks' address lists.
+TEST(GroupJoinTest, RanksStartedWithDifferentWorldSizesAreToldSo) {
+  std::unique_ptr<LocalWorker> rank0 = testing::StartRankOrDie(
+      {"--rank=0", "--world_size=2", "--rendezvous=127.0.0.1:1",
+       "--group_timeout=5s"});
+  ASSERT_NE(rank0, nullptr);
+  std::unique_ptr<LocalWorker> rank1 = testing::StartRankOrDie(
+      {"--rank=1", "--world_size=3", "--rendezvous=" + rank0->address(),
+       "--group_timeout=5s"});
+  ASSERT_NE(rank1, nullptr);
+  Client client;
+  const std::vector<std::pair<LocalWorker*, std::string>> expected = {
+      {rank0.get(), "this rank (0) has --world_size=2, rank 1 has 3"},
+      {rank1.get(), "this rank (1) has --world_size=3, rank 0 has 2"}};
+  for (const auto& [rank, why] : expected) {
+    v1::GroupInfo info;
+    testing::PollUntil(
+        [&, rank = rank] {
+          info = GetGroup(client, rank->address());
+          return info.state() != v1::GroupInfo::JOINING;
+        },
+        absl::Seconds(30));
+    EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
+    EXPECT_THAT(info.error(), HasSubstr(why));
+  }
+}
+
+// Through rank 0's store a group forms only whole: a rank's daemon
+// restarted after the group formed is told so at once (and what to do),
+// instead of waiting as JOINING for a round no other rank will connect.
+TEST(GroupJoinTest, ARankRestartedWithoutEtcdIsToldItCannotRejoin) {
+  const std::vector<std::string> flags = {"--world_size=2",
+                                          "--group_timeout=30s"};
+  std::vector<std::string> first = flags;
+  first.insert(first.end(), {"--rank=0", "--rendezvous=127.0.0.1:1"});
+  std::unique_ptr<LocalWorker> rank0 = testing::StartRankOrDie(first);
+  ASSERT_NE(rank0, nullptr);
+  std::vector<std::string> second = flags;
+  second.insert(second.end(), {"--rank=1", "--rendezvous=" + rank0->address()});
+  std::unique_ptr<LocalWorker> rank1 = testing::StartRankOrDie(second);
+  ASSERT_NE(rank1, nullptr);
+  Client client;
+  for (LocalWorker* rank : {rank0.get(), rank1.get()}) {
+    testing::PollUntil(
+        [&] {
+          return GetGroup(client, rank->address()).state() ==
+                 v1::GroupInfo::READY;
+        },
+        absl::Seconds(30));
+  }
+  rank1->Signal(SIGKILL);
+  ASSERT_TRUE(rank1->Wait(absl::Seconds(10)).ok());
+  rank1 = testing::StartRankOrDie(second);
+  ASSERT_NE(rank1, nullptr);
+  v1::GroupInfo info;
+  const absl::Time start = absl::Now();
+  testing::PollUntil(
+      [&] {
+        info = GetGroup(client, rank1->address());
+        return info.state() != v1::GroupInfo::JOINING;
+      },
+      absl::Seconds(40));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
+  EXPECT_THAT(info.error(), HasSubstr("a restart of rank 1"));
+  EXPECT_THAT(info.error(), HasSubstr("--rendezvous=etcd://"));
+}
+
 TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
   std::unique_ptr<LocalWorker> rank0 =
       testing::StartRankOrDie({"--rank=0", "--world_size=2",

@@ -26,6 +26,11 @@ std::string RoundPrefix(int64_t round) {
   return absl::StrCat("gloo/round", round);
 }
 
+// The --world_size rank `rank` was started with.
+std::string WorldSizeKey(int rank) {
+  return absl::StrCat("world_sizes/", rank);
+}
+
 // The last round rank `rank` connected, for the ranks that re-form.
 std::string RoundKey(int rank) { return absl::StrCat("rounds/", rank); }
 
@@ -161,6 +166,13 @@ void GroupMembership::Join(GroupSettings settings, KeyValueStore* local_store) {
     absl::MutexLock lock(&mutex_);
     store = store_.get();
   }
+  if (!etcd()) {
+    absl::Status fresh = CheckNotARestart(*store);
+    if (!fresh.ok()) {
+      SetState(State::kFailed, fresh);
+      return;
+    }
+  }
   // In etcd the group may be older than this daemon (a replacement): it
   // joins the round after the highest reached, which the other ranks
   // re-form as. Rank 0's store is as new as the group.
@@ -229,6 +241,45 @@ int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
     }
   }
   return highest;
+}
+
+absl::Status GroupMembership::CheckNotARestart(RendezvousStore& store) const {
+  // Rank 0's store is as new as rank 0. A store not up yet would hold the
+  // reads below for a while (it is waited for): a write, which fails at
+  // once, tells first.
+  if (rank_ == 0 ||
+      !store.Set(WorldSizeKey(rank_), absl::StrCat(world_size_)).ok()) {
+    return absl::OkStatus();
+  }
+  const int64_t highest = HighestRound(store);
+  if (highest < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "group: the ranks already connected round ", highest,
+      " through rank 0's store: this daemon is a restart of rank ", rank_,
+      ", and a group that meets in rank 0's daemon cannot take a rank back; "
+      "expected every rank restarted (with --checkpoint_dir they resume "
+      "from the ranks' last group checkpoint), or the group started with "
+      "--rendezvous=etcd://HOST:PORT/JOB, where a rank can be replaced"));
+}
+
+absl::Status GroupMembership::NameOtherWorldSizes(
+    RendezvousStore& store, const absl::Status& failure) const {
+  std::string others;
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    absl::StatusOr<std::string> size =
+        store.Get(WorldSizeKey(r), absl::Milliseconds(1));
+    int theirs = 0;
+    if (size.ok() && absl::SimpleAtoi(*size, &theirs) &&
+        theirs != world_size_) {
+      absl::StrAppend(&others, ", rank ", r, " has ", theirs);
+    }
+  }
+  if (others.empty()) return failure;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "world_size: this rank (", rank_, ") has --world_size=", world_size_,
+      others, "; expected the same --world_size on every rank (",
+      failure.message(), ")"));
 }
 
 void GroupMembership::NoteMembersLocked(int64_t round) {
@@ -349,6 +400,10 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
   }
   options.prefix = RoundPrefix(round);
   options.timeout = timeout;
+  // Best effort: read only to explain a rendezvous that failed, and only
+  // from a store that answered (a store not up yet would hold each read).
+  const bool store_answered =
+      store->Set(WorldSizeKey(options.rank), absl::StrCat(options.size)).ok();
   options.cancelled = [this] { return stopping_.load(); };
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       CreateGlooCommunicator(options, store);
@@ -369,7 +424,8 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
     // A peer arriving later must wait for this rank's next address, not
     // connect to the one it gave up.
     store->Delete(GlooRendezvousKey(options)).IgnoreError();
-    return communicator.status();
+    return store_answered ? NameOtherWorldSizes(*store, communicator.status())
+                          : communicator.status();
   }
   // Best effort: the ranks that re-form start after the highest round any
   // rank reached, and the previous round's address is no longer read.

@@ -181,6 +181,16 @@ class GroupMembership {
   bool etcd() const { return etcd_; }
   // The highest round any rank connected (-1: none yet).
   int64_t HighestRound(RendezvousStore& store) const;
+  // Through rank 0's store (no etcd), a group only forms whole: a daemon
+  // of rank R > 0 that finds a round already connected there is a restart
+  // of a rank that died, which no rank can meet (FAILED_PRECONDITION
+  // saying what to do instead). OK when the store is not up yet.
+  absl::Status CheckNotARestart(RendezvousStore& store) const;
+  // `failure` to connect, or FAILED_PRECONDITION naming each rank the
+  // store says was started with another --world_size (gloo's own message
+  // only compares the lengths of the ranks' address lists).
+  absl::Status NameOtherWorldSizes(RendezvousStore& store,
+                                   const absl::Status& failure) const;
   // After round `round` connected: the ranks' incarnations, and the
   // replacements since the previous round (with etcd only).
   void NoteMembersLocked(int64_t round)
