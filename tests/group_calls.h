@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "client/client.h"
 #include "common/group_secret.h"
 #include "grpcpp/client_context.h"
@@ -37,6 +38,21 @@ inline v1::GroupInfo GetGroup(Client& client, const std::string& address) {
   grpc::Status status = GroupServiceClient(client, address)
                             ->GetGroup(&context, v1::GetGroupRequest(), &info);
   EXPECT_TRUE(status.ok()) << status.error_message();
+  return info;
+}
+
+// The group of the daemon at `address` once it is no longer joining (or
+// after `timeout`, still joining).
+inline v1::GroupInfo GroupAfterJoining(Client& client,
+                                       const std::string& address,
+                                       absl::Duration timeout) {
+  v1::GroupInfo info;
+  PollUntil(
+      [&] {
+        info = GetGroup(client, address);
+        return info.state() != v1::GroupInfo::JOINING;
+      },
+      timeout);
   return info;
 }
 

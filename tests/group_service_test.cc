@@ -18,6 +18,7 @@ namespace {
 using ::distopt::testing::AsMember;
 using ::distopt::testing::Barrier;
 using ::distopt::testing::GetGroup;
+using ::distopt::testing::GroupAfterJoining;
 using ::distopt::testing::GroupServiceClient;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -184,13 +185,8 @@ TEST(GroupJoinTest, RanksStartedWithDifferentWorldSizesAreToldSo) {
       {rank0.get(), "this rank (0) has --world_size=2, rank 1 has 3"},
       {rank1.get(), "this rank (1) has --world_size=3, rank 0 has 2"}};
   for (const auto& [rank, why] : expected) {
-    v1::GroupInfo info;
-    testing::PollUntil(
-        [&, rank = rank] {
-          info = GetGroup(client, rank->address());
-          return info.state() != v1::GroupInfo::JOINING;
-        },
-        absl::Seconds(30));
+    const v1::GroupInfo info =
+        GroupAfterJoining(client, rank->address(), absl::Seconds(30));
     EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
     EXPECT_THAT(info.error(), HasSubstr(why));
   }
@@ -223,14 +219,9 @@ TEST(GroupJoinTest, ARankRestartedWithoutEtcdIsToldItCannotRejoin) {
   ASSERT_TRUE(rank1->Wait(absl::Seconds(10)).ok());
   rank1 = testing::StartRankOrDie(second);
   ASSERT_NE(rank1, nullptr);
-  v1::GroupInfo info;
   const absl::Time start = absl::Now();
-  testing::PollUntil(
-      [&] {
-        info = GetGroup(client, rank1->address());
-        return info.state() != v1::GroupInfo::JOINING;
-      },
-      absl::Seconds(40));
+  const v1::GroupInfo info =
+      GroupAfterJoining(client, rank1->address(), absl::Seconds(40));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
   EXPECT_THAT(info.error(), HasSubstr("a restart of rank 1"));
@@ -243,13 +234,8 @@ TEST(GroupJoinTest, ARankAloneGivesUpAtItsTimeoutAndStillStops) {
                                "--peers=127.0.0.1:1", "--group_timeout=1s"});
   ASSERT_NE(rank0, nullptr);
   Client client;
-  v1::GroupInfo info;
-  testing::PollUntil(
-      [&] {
-        info = GetGroup(client, rank0->address());
-        return info.state() != v1::GroupInfo::JOINING;
-      },
-      absl::Seconds(20));
+  const v1::GroupInfo info =
+      GroupAfterJoining(client, rank0->address(), absl::Seconds(20));
   EXPECT_EQ(info.state(), v1::GroupInfo::FAILED);
   EXPECT_FALSE(info.error().empty());
   grpc::Status status = Barrier(client, rank0->address(), 1000);
