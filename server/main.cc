@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +23,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -145,6 +148,29 @@ constexpr int kExitCallsOutlivedGrace = 7;
 // return before the daemon exits without them.
 constexpr absl::Duration kShutdownMargin = absl::Seconds(5);
 
+// Abseil's parser exits 1 on a flag it does not know or a value it cannot
+// parse (--checkpoint_keep=abc); this daemon's code for bad flags is 2.
+// While it parses, an exit is made 2, unless a usage flag (--help...,
+// --version) asked for the exit.
+std::atomic<bool> parsing_flags{false};
+
+void ExitAsBadFlagsWhileParsing() {
+  if (parsing_flags.load()) _exit(kExitBadFlags);
+}
+
+bool AsksForUsage(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+    if (absl::StartsWith(arg, "help") || absl::StartsWith(arg, "version") ||
+        absl::StartsWith(arg, "only_check_args")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int Fail(int code, const absl::Status& status) {
   distopt::log::Error(status.message(), {{"exit_code", code}});
   return code;
@@ -263,10 +289,26 @@ int main(int argc, char** argv) {
   sigaddset(&shutdown_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // --help lists this file's flags (Abseil looks for a file named after
+  // the program), and --version says the release.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] {
+    return absl::StrCat("distopt_worker ", distopt::kVersion, "\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "distopt_worker --listen=HOST:PORT [--device=cpu|cuda:N] ...\n"
       "Serves parameters, autograd and optimizers over gRPC (distopt.v1).");
+  if (!AsksForUsage(argc, argv)) {
+    parsing_flags = true;
+    std::atexit(ExitAsBadFlagsWhileParsing);
+  }
   absl::ParseCommandLine(argc, argv);  // Exits on unknown or malformed flags.
+  parsing_flags = false;
   absl::StatusOr<distopt::log::Format> log_format =
       distopt::log::ParseFormat(absl::GetFlag(FLAGS_log_format));
   if (!log_format.ok()) return Fail(kExitBadFlags, log_format.status());

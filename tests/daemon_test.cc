@@ -93,6 +93,23 @@ TEST(DaemonTest, BadFlagsExitWithCode2AndSaySo) {
   output.clear();
   EXPECT_EQ(RunWorker("--listen=nonsense", &output), 2);
   EXPECT_THAT(output, HasSubstr("--listen=nonsense"));
+  // Values that do not parse and unknown flags, refused by Abseil's parser
+  // (whose own code is 1).
+  output.clear();
+  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --checkpoint_keep=abc", &output),
+            2);
+  EXPECT_THAT(output, HasSubstr("checkpoint_keep"));
+  output.clear();
+  EXPECT_EQ(
+      RunWorker("--listen=127.0.0.1:0 --checkpoint_every_steps=1k", &output),
+      2);
+  output.clear();
+  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --no_such_flag=1", &output), 2);
+  EXPECT_THAT(output, HasSubstr("no_such_flag"));
+  // Asking for help is not a bad flag.
+  output.clear();
+  EXPECT_NE(RunWorker("--help", &output), 2);
+  EXPECT_THAT(output, HasSubstr("--checkpoint_interval"));
 }
 
 TEST(DaemonTest, AddressInUseExitsWithCode4) {

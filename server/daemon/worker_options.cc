@@ -63,6 +63,17 @@ absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
         " --checkpoint_every_steps=", options.checkpoint_every_steps,
         ": expected 0 (off) or more"));
   }
+  // Shorter, a save would begin as soon as the last ended (a typo such as
+  // 1ns, or a unit left out); the tests' shortest is 300ms.
+  constexpr absl::Duration kShortestInterval = absl::Milliseconds(100);
+  if (options.checkpoint_interval > absl::ZeroDuration() &&
+      options.checkpoint_interval < kShortestInterval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_interval=",
+                     absl::FormatDuration(options.checkpoint_interval),
+                     ": expected 0 (off) or at least ",
+                     absl::FormatDuration(kShortestInterval)));
+  }
   if (options.checkpoint_dir.empty() &&
       (options.checkpoint_interval > absl::ZeroDuration() ||
        options.checkpoint_every_steps > 0)) {

@@ -39,6 +39,11 @@ TEST(WorkerOptionsTest, EachBadFlagIsNamed) {
          o.checkpoint_interval = absl::Seconds(-1);
        },
        "--checkpoint_interval=-1s"},
+      {[](WorkerOptions& o) {
+         o.checkpoint_dir = "/tmp/c";
+         o.checkpoint_interval = absl::Nanoseconds(1);
+       },
+       "--checkpoint_interval=1ns: expected 0 (off) or at least 100ms"},
       {[](WorkerOptions& o) { o.checkpoint_every_steps = 10; },
        "need --checkpoint_dir"},
       {[](WorkerOptions& o) { o.checkpoint_interval = absl::Minutes(5); },
