@@ -386,7 +386,10 @@ int main(int argc, char** argv) {
     distopt::log::Info(
         "restored", {{"parameters",
                       static_cast<uint64_t>((*worker)->restored_parameters())},
-                     {"checkpoint_dir", options.checkpoint_dir}});
+                     {"checkpoint_dir", options.checkpoint_dir},
+                     {"folder", (*worker)->restored_folder().empty()
+                                    ? std::string("none (no checkpoint yet)")
+                                    : (*worker)->restored_folder()}});
     if (!(*worker)->checkpoint_fell_back().empty()) {
       distopt::log::Warning((*worker)->checkpoint_fell_back());
     }

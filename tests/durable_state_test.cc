@@ -437,32 +437,41 @@ class FullDiskTest : public ::testing::Test {
     if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
   }
 
+  // A daemon on the folder, with a model stepped once and saved.
+  void StartAndSaveOnce() {
+    worker_ = StartWorkerOrDie({"--checkpoint_dir=" + dir_});
+    ASSERT_NE(worker_, nullptr);
+    trainer_ = std::make_unique<Trainer>(client_, worker_->address());
+    ASSERT_NO_FATAL_FAILURE(trainer_->Create());
+    ASSERT_TRUE(trainer_->Step(1, client_.NewContextId()));
+    v1::CheckpointInfo saved;
+    ASSERT_TRUE(SaveNow(client_, worker_->address(), &saved).ok());
+  }
+
   std::string dir_;
   bool mounted_ = false;
+  Client client_;
+  std::unique_ptr<LocalWorker> worker_;
+  std::unique_ptr<Trainer> trainer_;
 };
 
 TEST_F(FullDiskTest, ASaveThatDoesNotFitFailsAndKeepsThePrevious) {
-  std::unique_ptr<LocalWorker> worker =
-      StartWorkerOrDie({"--checkpoint_dir=" + dir_});
-  ASSERT_NE(worker, nullptr);
-  Client client;
-  Trainer trainer(client, worker->address());
-  ASSERT_NO_FATAL_FAILURE(trainer.Create());
-  ASSERT_TRUE(trainer.Step(1, client.NewContextId()));
+  ASSERT_NO_FATAL_FAILURE(StartAndSaveOnce());
+  LocalWorker* worker = worker_.get();
+  Trainer& trainer = *trainer_;
   v1::CheckpointInfo saved;
-  ASSERT_TRUE(SaveNow(client, worker->address(), &saved).ok());
 
   // 2 MiB of values do not fit in 1 MiB.
-  auto large = client.CreateParameterFrom(worker->address(), "large",
-                                          Ramp({512 * 1024}));
+  auto large = client_.CreateParameterFrom(worker->address(), "large",
+                                           Ramp({512 * 1024}));
   ASSERT_TRUE(large.ok());
-  grpc::Status full = SaveNow(client, worker->address(), &saved);
+  grpc::Status full = SaveNow(client_, worker->address(), &saved);
   EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << full.error_message();
   EXPECT_TRUE(absl::StrContains(full.error_message(), "No space left"))
       << full.error_message();
   const v1::ListCheckpointsResponse listed =
-      ListSaved(client, worker->address());
+      ListSaved(client_, worker->address());
   ASSERT_EQ(listed.checkpoints_size(), 1);
   EXPECT_TRUE(listed.checkpoints(0).whole());
   EXPECT_EQ(listed.checkpoints(0).parameters(), 2);
@@ -470,11 +479,37 @@ TEST_F(FullDiskTest, ASaveThatDoesNotFitFailsAndKeepsThePrevious) {
   EXPECT_FALSE(fs::exists(fs::path(dir_) / "parameters.new"));
 
   // The daemon goes on serving and stepping, and saves once there is room.
-  ASSERT_TRUE(trainer.Step(2, client.NewContextId()));
-  ASSERT_TRUE(client.DeleteParameter(*large).ok());
-  grpc::Status fits = SaveNow(client, worker->address(), &saved);
+  ASSERT_TRUE(trainer.Step(2, client_.NewContextId()));
+  ASSERT_TRUE(client_.DeleteParameter(*large).ok());
+  grpc::Status fits = SaveNow(client_, worker->address(), &saved);
   EXPECT_TRUE(fits.ok()) << fits.error_message();
-  EXPECT_EQ(ListSaved(client, worker->address()).last_save_error(), "");
+  EXPECT_EQ(ListSaved(client_, worker->address()).last_save_error(), "");
+  EXPECT_TRUE(worker->Stop().ok());
+}
+
+// A folder that turns read-only under the daemon (remounted, or made
+// immutable): the save fails with FAILED_PRECONDITION naming why, for the
+// operator to fix, not INTERNAL; the previous checkpoint stays, and the
+// daemon saves again once the folder is writable.
+TEST_F(FullDiskTest, AFolderThatTurnsReadOnlyFailsTheSaveAsAPrecondition) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSaveOnce());
+  LocalWorker* worker = worker_.get();
+  Trainer& trainer = *trainer_;
+  v1::CheckpointInfo saved;
+  ASSERT_EQ(
+      mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, "size=1m"),
+      0)
+      << std::strerror(errno);
+  grpc::Status refused = SaveNow(client_, worker->address(), &saved);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "Read-only"))
+      << refused.error_message();
+  ASSERT_EQ(mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, "size=1m"), 0)
+      << std::strerror(errno);
+  ASSERT_TRUE(trainer.Step(2, client_.NewContextId()));
+  EXPECT_TRUE(SaveNow(client_, worker->address(), &saved).ok());
+  EXPECT_EQ(ListSaved(client_, worker->address()).checkpoints_size(), 2);
   EXPECT_TRUE(worker->Stop().ok());
 }
 

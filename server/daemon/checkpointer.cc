@@ -62,6 +62,10 @@ absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
         }
         return absl::OkStatus();
       });
+  if (restored.ok() && !restored->interrupted_save.empty()) {
+    log::Warning("interrupted checkpoint save found at start-up",
+                 {{"what", restored->interrupted_save}});
+  }
   if (restored.ok()) {
     absl::MutexLock lock(&mutex_);
     restore_fell_back_ = restored->fell_back;

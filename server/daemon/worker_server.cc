@@ -137,6 +137,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
         worker->checkpointer_->Restore();
     if (!restored.ok()) return restored.status();
     worker->restored_parameters_ = restored->parameters;
+    worker->restored_folder_ = restored->folder;
     // Before serving: the step observer is set before the first step.
     worker->checkpointer_->Start();
   }

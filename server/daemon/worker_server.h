@@ -91,6 +91,8 @@ class WorkerServer {
 
   // Parameters restored from --checkpoint_dir at start-up.
   size_t restored_parameters() const { return restored_parameters_; }
+  // The checkpoint folder they came from; empty when none was restored.
+  const std::string& restored_folder() const { return restored_folder_; }
   // Empty, or why the previous checkpoint was restored instead of the
   // newest.
   std::string checkpoint_fell_back() const {
@@ -156,6 +158,7 @@ class WorkerServer {
   std::vector<std::string> plugin_kinds_;
   std::vector<std::string> rejected_plugin_kinds_;
   size_t restored_parameters_ = 0;
+  std::string restored_folder_;
   size_t saved_parameters_ = 0;
 };
 

@@ -73,10 +73,33 @@ fs::path Previous(const fs::path& root, int k) {
 
 // The numbers of the kept checkpoints in `root`, in increasing order (a
 // crash between a save's renames may leave gaps).
+// What a failed file operation's errno means to a caller: a full disk (or
+// quota), RESOURCE_EXHAUSTED, so that it can tell it from damage; a folder
+// this daemon may not write (permissions, read-only, immutable),
+// FAILED_PRECONDITION, for the operator to fix; anything else, INTERNAL.
+absl::StatusCode CodeOfErrno(int error) {
+  switch (error) {
+    case ENOSPC:
+    case EDQUOT:
+      return absl::StatusCode::kResourceExhausted;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
 absl::Status FromErrorCode(const std::error_code& error,
                            absl::string_view what) {
   if (!error) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", error.message()));
+  const int errno_value = error.category() == std::generic_category() ||
+                                  error.category() == std::system_category()
+                              ? error.value()
+                              : 0;
+  return absl::Status(CodeOfErrno(errno_value),
+                      absl::StrCat(what, ": ", error.message()));
 }
 
 // Kept checkpoints are numbered 1, 2, ... by this daemon; a folder with a
@@ -163,17 +186,12 @@ uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
   return libdeflate_crc32(crc, data, size);
 }
 
-// The error of a failed write or sync of `path`: RESOURCE_EXHAUSTED when
-// the disk (or the user's quota) is full, so that a caller can tell it
-// from damage.
+// The error of a failed write or sync of `path` (CodeOfErrno).
 absl::Status WriteError(absl::string_view what, const std::string& path,
                         int error) {
-  const std::string message =
-      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error));
-  if (error == ENOSPC || error == EDQUOT) {
-    return absl::ResourceExhaustedError(message);
-  }
-  return absl::InternalError(message);
+  return absl::Status(
+      CodeOfErrno(error),
+      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error)));
 }
 
 // Host memory aligned for O_DIRECT (on huge-page boundaries).
@@ -897,6 +915,12 @@ absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
     if (absl::IsInvalidArgument(status)) {
       status = Damaged(checkpoint.folder / kIndexName, status.message());
     }
+    // What this daemon cannot hold (its memory, its budget) is no damage,
+    // but the message names the checkpoint.
+    if (absl::IsResourceExhausted(status)) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "restoring ", checkpoint.folder.string(), ": ", status.message()));
+    }
     if (status.ok()) restored.push_back(info.id);
   }
   if (status.ok() && restore_sections != nullptr) {
@@ -1160,6 +1184,7 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
   // here, whatever point of the rotation a crash stopped, and the rotation
   // is finished now. One that does not verify is what an unfinished save
   // left: never restored, never kept.
+  RestoredCheckpoint restored;
   if (Exists(fresh)) {
     std::error_code error;
     absl::StatusOr<Verified> whole = Verify(fresh);
@@ -1174,8 +1199,16 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
           FromErrorCode(error, "finishing the interrupted save in " + dir);
       if (status.ok()) status = SyncDirectory(root);
       if (!status.ok()) return status;
+      restored.interrupted_save = absl::StrCat(
+          fresh.string(), " was whole: its save was finished (renamed to ",
+          newest.string(), ")");
     } else {
       fs::remove_all(fresh, error);
+      restored.interrupted_save = absl::StrCat(
+          fresh.string(), " was removed", error ? " (or tried: " : "",
+          error ? error.message() : "", error ? ")" : "",
+          ": an interrupted save left it unfinished (",
+          whole.status().message(), ")");
     }
   }
 
@@ -1190,7 +1223,6 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
   }
   candidates.push_back(root / "parameters.old");
 
-  RestoredCheckpoint restored;
   std::vector<std::string> problems;
   std::vector<fs::path> damaged;
   for (const fs::path& candidate : candidates) {
@@ -1219,6 +1251,7 @@ absl::StatusOr<RestoredCheckpoint> LoadCheckpoint(
     }
     if (!status.ok()) return status;
     restored.parameters = verified->infos.size();
+    restored.folder = candidate.string();
     if (candidate != candidates.front()) {
       restored.fell_back = absl::StrCat(
           candidate.string(), " was restored: ", absl::StrJoin(problems, "; "));
@@ -1328,7 +1361,9 @@ absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
 
 absl::StatusOr<int> LockCheckpointDir(const std::string& dir) {
   const std::string path = (fs::path(dir) / ".lock").string();
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Read-only: flock needs no more, and a descriptor open for writing
+  // would keep the folder's file system from being remounted read-only.
+  const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--checkpoint_dir=", dir,
                                                    ": cannot open ", path, " (",

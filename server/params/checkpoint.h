@@ -152,6 +152,11 @@ using SectionsRestorer = std::function<absl::Status(const CheckpointSections&)>;
 
 struct RestoredCheckpoint {
   size_t parameters = 0;
+  // The folder restored; empty when there was none.
+  std::string folder;
+  // Empty, or what became of the parameters.new an interrupted save left:
+  // finished (it was whole) or removed (it was not, and why).
+  std::string interrupted_save;
   // Empty when the newest checkpoint was restored (or there was none);
   // otherwise which previous one was, and why each newer one was not.
   std::string fell_back;

@@ -26,6 +26,7 @@ namespace distopt {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 class CheckpointTest : public ::testing::Test {
@@ -237,7 +238,11 @@ TEST_F(CheckpointTest, DeviceValuesComeThroughTheStagingRingWhole) {
 
 TEST_F(CheckpointTest, NoCheckpointYetRestoresNothing) {
   ParameterStore store(CpuBackend(), &budget_);
-  EXPECT_EQ(LoadCheckpoint(store, dir_)->parameters, 0u);
+  absl::StatusOr<RestoredCheckpoint> restored = LoadCheckpoint(store, dir_);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->parameters, 0u);
+  EXPECT_EQ(restored->folder, "");
+  EXPECT_EQ(restored->interrupted_save, "");
 }
 
 TEST_F(CheckpointTest, ASecondSaveReplacesTheFirst) {
@@ -268,6 +273,8 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsAWholeCheckpoint) {
     ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
     EXPECT_EQ(r->loaded->parameters, 3u);
     EXPECT_EQ(r->loaded->fell_back, "");
+    EXPECT_THAT(r->loaded->interrupted_save, HasSubstr("was finished"));
+    EXPECT_EQ(r->loaded->folder, dir_ + "/parameters");
     EXPECT_TRUE(fs::exists(dir_ + "/parameters"));
     EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
   }
@@ -278,6 +285,11 @@ TEST_F(CheckpointTest, ACrashBetweenTheRenamesKeepsAWholeCheckpoint) {
   ASSERT_TRUE(r->loaded.ok()) << r->loaded.status();
   EXPECT_EQ(r->loaded->parameters, 4u);  // The first save.
   EXPECT_THAT(r->loaded->fell_back, HasSubstr("did not finish"));
+  // What became of the unfinished one is said too (the daemon logs it).
+  EXPECT_THAT(
+      r->loaded->interrupted_save,
+      AllOf(HasSubstr("parameters.new was removed"), HasSubstr("index.binpb")));
+  EXPECT_EQ(r->loaded->folder, dir_ + "/parameters.1");
   EXPECT_FALSE(fs::exists(dir_ + "/parameters.new"));
 }
 
@@ -549,8 +561,11 @@ TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
   ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
   MemoryBudget small(0, 1000);
   ParameterStore restored(CpuBackend(), &small);
-  EXPECT_EQ(LoadCheckpoint(restored, dir_).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  const absl::Status refused = LoadCheckpoint(restored, dir_).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  // It names the checkpoint and the parameter that did not fit.
+  EXPECT_THAT(refused.message(), HasSubstr("restoring " + dir_));
+  EXPECT_THAT(refused.message(), HasSubstr("parameter \""));
 }
 
 // --checkpoint_keep 2: three saves keep the two before the newest; with the

@@ -147,7 +147,12 @@ absl::Status ParameterStore::Restore(
   if (!reservation.ok()) return reservation.status();
   absl::StatusOr<Tensor> values =
       Tensor::Allocate(backend_, info.dtype, info.shape);
-  if (!values.ok()) return values.status();
+  if (!values.ok()) {
+    return absl::Status(
+        values.status().code(),
+        absl::StrCat("parameter \"", info.name, "\" (", info.byte_size,
+                     " bytes): ", values.status().message()));
+  }
   status = fill(*values);
   if (!status.ok()) return status;
   absl::MutexLock lock(&mutex_);
