@@ -27,6 +27,8 @@
 #include "proto/distopt/v1/optimizer.grpc.pb.h"
 #include "proto/distopt/v1/parameter.grpc.pb.h"
 #include "server/daemon/call_observer.h"
+#include "tests/group_calls.h"
+#include "tests/worker_fixture.h"
 
 namespace distopt {
 namespace {
@@ -150,6 +152,44 @@ TEST(DaemonLogsTest, JsonLinesAndRefusalsAtABoundedRate) {
   EXPECT_GE(refused, CallObserverFactory::kRefusalBurst);
   EXPECT_TRUE(said_how_many);
   EXPECT_TRUE(named_the_field);
+}
+
+// Rank 0 serves the group's store, which the other ranks poll while they
+// wait for each other: a lookup that finds nothing yet is the store's
+// answer, not a refused call, and is not logged as one.
+TEST(DaemonLogsTest, StoreLookupsThatFindNothingAreNotRefusals) {
+  const std::string log_path =
+      absl::StrCat(::testing::TempDir(), "/daemon_logs_store.log");
+  const std::string secret_path =
+      absl::StrCat(::testing::TempDir(), "/daemon_logs_secret");
+  std::ofstream(secret_path) << testing::kTestGroupSecret;
+  Daemon rank0 = StartWithLog(
+      "--rank=0 --world_size=2 --rendezvous=127.0.0.1:1 "
+      "--group_secret_file=" +
+          secret_path,
+      log_path);
+  ASSERT_FALSE(rank0.address.empty());
+  // Rank 1 comes a second later: meanwhile its rendezvous would have
+  // found nothing in five slices of 200 ms.
+  absl::SleepFor(absl::Seconds(1));
+  std::unique_ptr<LocalWorker> rank1 = testing::StartRankOrDie(
+      {"--rank=1", "--world_size=2", "--rendezvous=" + rank0.address});
+  ASSERT_NE(rank1, nullptr);
+  Client client;
+  EXPECT_EQ(
+      testing::GroupAfterJoining(client, rank1->address(), absl::Seconds(30))
+          .state(),
+      v1::GroupInfo::READY);
+  ASSERT_TRUE(rank1->Stop().ok());
+  kill(rank0.pid, SIGTERM);
+  EXPECT_EQ(pclose(rank0.stdout_pipe), 0);
+  bool connected = false;
+  for (const std::string& line : Lines(log_path)) {
+    EXPECT_THAT(line, ::testing::Not(HasSubstr("GroupService/Wait")));
+    EXPECT_THAT(line, ::testing::Not(HasSubstr("GroupService/Get")));
+    connected = connected || absl::StrContains(line, "group round connected");
+  }
+  EXPECT_TRUE(connected);
 }
 
 TEST(DaemonLogsTest, TextLinesAreLogfmt) {

@@ -39,6 +39,11 @@ constexpr uint8_t kRingSlotPrefix = 0x41;
 constexpr size_t kRingChunkBytes = size_t{1} << 20;
 constexpr int kChunkBits = 24;
 
+// How long a rank waits for a peer that gave its address to connect. gloo
+// waits 5 times its context's timeout for a pair's first connection.
+constexpr absl::Duration kPairConnectTimeout = absl::Seconds(10);
+constexpr int kGlooConnectTimeoutFactor = 5;
+
 // gloo's store interface over ours. gloo expects get() to block until the
 // key exists and failures to be thrown.
 class GlooStoreAdapter : public gloo::rendezvous::Store {
@@ -62,11 +67,14 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys) override {
     wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
   }
+  // gloo passes its context's timeout, which CreateGlooCommunicator keeps
+  // short while the pairs connect: waiting for a rank to arrive takes the
+  // rendezvous's own.
   void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+            const std::chrono::milliseconds&) override {
     std::vector<std::string> prefixed;
     for (const std::string& key : keys) prefixed.push_back(Key(key));
-    WaitInSlices(prefixed, absl::FromChrono(timeout));
+    WaitInSlices(prefixed, timeout_);
   }
 
  private:
@@ -518,10 +526,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
         gloo::transport::tcp::CreateDevice(attr);
     context =
         std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(timeout);
+    // gloo waits for each pair to connect with its context's timeout, and
+    // nothing ends that wait early: a peer that died after giving its
+    // address would hold this rank (and a daemon shutting down) for the
+    // whole timeout. A live peer connects within milliseconds of giving it
+    // (every lower rank has arrived by then), so the pairs get a short
+    // bound; waiting for ranks to arrive, in the store, is cancellable and
+    // takes the whole timeout (GlooStoreAdapter).
+    context->setTimeout(std::min(
+        timeout, std::chrono::milliseconds(absl::ToInt64Milliseconds(
+                     kPairConnectTimeout / kGlooConnectTimeoutFactor))));
     GlooStoreAdapter adapter(store, options.prefix, options.timeout,
                              options.cancelled);
     context->connectFullMesh(adapter, device);
+    context->setTimeout(timeout);
   });
   if (!status.ok()) return status;
   return std::unique_ptr<Communicator>(new GlooCommunicator(
