@@ -85,9 +85,26 @@ absl::Status ReceiveChunks(grpc::ClientReader<v1::ParameterChunk>& reader,
 
 }  // namespace
 
+namespace {
+
+// Where a client's context counter starts: anywhere below 2^47. Two
+// trainers that draw the same 16-bit client id (1 in 65536 a pair; with
+// 100 trainers, 7 % for some pair) would otherwise number their contexts
+// alike from 1, and without mutual TLS a daemon would add one's gradients
+// into the other's context. Apart by a random start, their ids meet only
+// if their ranges of contexts overlap as well.
+uint64_t RandomCounterStart() {
+  std::random_device random;
+  const uint64_t bits = (uint64_t{random()} << 32) | random();
+  return 1 + bits % ((uint64_t{1} << 47) - 1);
+}
+
+}  // namespace
+
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
       client_id_(std::random_device{}() & 0xffffu),
+      next_context_(RandomCounterStart()),
       step_streams_(options_.rpc_timeout, [this](const std::string& worker) {
         return Channel(worker);
       }) {}

@@ -103,7 +103,9 @@ class Client {
 
   // --- Distributed autograd contexts (see DistAutogradContext).
 
-  // A fresh context id: this client's 16-bit id above a 48-bit counter.
+  // A fresh context id: this client's 16-bit id above a 48-bit counter
+  // (which starts at random, so that two clients that drew the same id do
+  // not make the same context ids).
   uint64_t NewContextId();
   // Whether `context_id` came from NewContextId and is not yet released.
   bool OwnsContext(uint64_t context_id) const;
@@ -222,7 +224,7 @@ class Client {
   const ClientOptions options_;
   // Random, so that trainers sharing workers rarely share context ids.
   const uint64_t client_id_;
-  std::atomic<uint64_t> next_context_ = 1;
+  std::atomic<uint64_t> next_context_;  // From a random start.
   mutable absl::Mutex mutex_;
   absl::flat_hash_set<uint64_t> live_contexts_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_

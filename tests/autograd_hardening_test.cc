@@ -36,6 +36,24 @@ class AutogradHardeningTest : public testing::WorkerTest {
   }
 };
 
+// Without mutual TLS the context id alone separates two trainers on a
+// daemon. Two clients that drew the same 16-bit client id would have made
+// the same ids, counting from 1, and each trainer's step would apply the
+// other's gradients too (found by a hostile probe after 131 to 291
+// clients): every client's counter starts at random, so their ids differ
+// below the client id as well. (They collide with odds of 2^-47 here.)
+TEST(ContextIdTest, ClientsCountTheirContextsFromRandomStarts) {
+  constexpr uint64_t kCounter = (uint64_t{1} << 48) - 1;
+  Client first, second;
+  const uint64_t a = first.NewContextId();
+  const uint64_t b = second.NewContextId();
+  EXPECT_NE(a & kCounter, b & kCounter);
+  EXPECT_NE(a & kCounter, 0u);
+  // Ids of one client still count up, and are still its own.
+  EXPECT_EQ(first.NewContextId(), a + 1);
+  EXPECT_EQ(first.NewContextId() >> 48, a >> 48);
+}
+
 // A backward retried with the same output gradients (a lost reply) returns
 // the same input gradients and does not add the parameter's gradient again;
 // a second backward with other gradients is refused, as torch refuses to
