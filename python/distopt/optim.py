@@ -43,6 +43,11 @@ def kind_name(optimizer: Union[str, type]) -> str:
         f"torch.optim.{', torch.optim.'.join(_KINDS)}")
 
 
+# Differs from every hyperparameter value: a name whose value the owners
+# hold is not known here.
+_NOT_SENT = object()
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """Steps `params` (RemoteParameters, on any workers) with `optimizer`
     (a torch.optim class or a kind name the workers run) and
@@ -143,6 +148,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                     list(state_dict["state"]))
         for name, value in state_dict["param_groups"][0].items():
             self.param_groups[0][name] = value
+        # The owners now hold the hyperparameters of the state they loaded:
+        # those last sent before it was saved, which a scheduler may have
+        # moved on since in param_groups (step, then scheduler.step, then
+        # state_dict). Every value is sent again, so the owners step with
+        # param_groups' values, as torch's load_state_dict does.
+        self._sent = {name: _NOT_SENT for name in self._sent}
         self._sync_hyperparameters()
 
     def __repr__(self) -> str:

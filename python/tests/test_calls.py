@@ -187,6 +187,31 @@ def test_optimizer_state_dict_round_trip(workers, client):
         assert torch.equal(parameter.to_tensor(), expected)
 
 
+def test_a_state_dict_saved_after_a_scheduler_step_steps_with_its_lr(
+        workers, client):
+    """The usual loop saves after scheduler.step(): param_groups hold the
+    next lr, the owners' state the one last sent. The loaded optimizer
+    steps with param_groups' lr, as torch's does (it stepped with the
+    state's, 0.05 here, before)."""
+    p = client.create_parameter(workers[0], "w", torch.ones(3))
+    optimizer = distopt.optim.DistributedOptimizer("sgd", [p], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.ConstantLR(optimizer, factor=0.5,
+                                                    total_iters=1)
+    with distopt.autograd.context() as context_id:
+        distopt.autograd.accumulate_gradients(context_id, {p: torch.ones(3)})
+        optimizer.step(context_id)  # lr 0.05.
+    scheduler.step()  # lr 0.1 from now on.
+    saved = optimizer.state_dict()
+    assert saved["param_groups"][0]["lr"] == 0.1
+    resumed = distopt.optim.DistributedOptimizer("sgd", [p], lr=0.1)
+    resumed.load_state_dict(saved)
+    before = p.to_tensor()
+    with distopt.autograd.context() as context_id:
+        distopt.autograd.accumulate_gradients(context_id, {p: torch.ones(3)})
+        resumed.step(context_id)
+    torch.testing.assert_close(before - p.to_tensor(), torch.full((3,), 0.1))
+
+
 def test_a_killed_worker_resumes_from_the_checkpoint_the_trainer_saved(
         worker_factory, client, tmp_path):
     flags = [f"--checkpoint_dir={tmp_path / 'checkpoints'}"]
