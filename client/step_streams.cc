@@ -12,6 +12,14 @@
 
 namespace distopt {
 
+namespace {
+
+// How long past its deadline a step whose reply has already come may take
+// to be read (its caller was waiting for another worker's).
+constexpr absl::Duration kLateReadGrace = absl::Milliseconds(100);
+
+}  // namespace
+
 // Cancels the calls that are still waiting past their deadline. It checks
 // every few hundredths of the step timeout rather than waking at each
 // deadline: arming and disarming then cost a map update, never a thread
@@ -88,21 +96,28 @@ class StepStreams::Call {
   ~Call() { Close().IgnoreError(); }
 
   const std::string& worker() const { return worker_; }
+  absl::Time last_used() const { return last_used_; }
+  void MarkUsed() { last_used_ = absl::Now(); }
   // Whether this call served a step before the current one.
   bool reused() const { return steps_ > 1; }
   bool broken() const { return broken_; }
 
   void Send(uint64_t optimizer_id, uint64_t context_id) {
     ++steps_;
-    watchdog_->Arm(&context_, absl::Now() + timeout_, &timed_out_);
+    deadline_ = absl::Now() + timeout_;
     v1::StepRequest request;
     request.set_optimizer_id(optimizer_id);
     request.set_context_id(context_id);
     if (!stream_->Write(request)) broken_ = true;
   }
 
-  // The outcome of the step sent last.
+  // The outcome of the step sent last. The watchdog is armed only now: a
+  // reply that came while the caller waited for another worker (one that
+  // stopped answering, say, until its deadline) is still read, within a
+  // short grace past the common deadline, not cancelled unread.
   absl::StatusOr<v1::StepResponse> Await() {
+    watchdog_->Arm(&context_, std::max(deadline_, absl::Now() + kLateReadGrace),
+                   &timed_out_);
     v1::StepOutcome outcome;
     const bool replied = !broken_ && stream_->Read(&outcome);
     watchdog_->Disarm(&context_);
@@ -156,7 +171,9 @@ class StepStreams::Call {
   std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepOutcome>>
       stream_;
   std::atomic<bool> timed_out_ = false;
+  absl::Time deadline_ = absl::InfiniteFuture();  // Of the step sent last.
   int64_t steps_ = 0;
+  absl::Time last_used_ = absl::Now();
   bool broken_ = false;
   bool closed_ = false;
   absl::Status closed_status_;
@@ -172,16 +189,39 @@ StepStreams::~StepStreams() {
   idle_.clear();
 }
 
+std::vector<std::unique_ptr<StepStreams::Call>> StepStreams::TakeStaleLocked(
+    const std::string& worker) {
+  std::vector<std::unique_ptr<Call>> stale;
+  auto it = idle_.find(worker);
+  if (it == idle_.end()) return stale;
+  const absl::Time before = absl::Now() - kIdleLife;
+  std::vector<std::unique_ptr<Call>> kept;
+  for (std::unique_ptr<Call>& call : it->second) {
+    (call->last_used() < before ? stale : kept).push_back(std::move(call));
+  }
+  it->second = std::move(kept);
+  open_[worker] -= static_cast<int>(stale.size());
+  return stale;
+}
+
 std::unique_ptr<StepStreams::Call> StepStreams::Take(const Target& target,
                                                      bool fresh) {
-  if (!fresh) {
+  // Closed once the lock is let go (each waits for the worker's reply).
+  std::vector<std::unique_ptr<Call>> stale;
+  {
     absl::MutexLock lock(&mutex_);
-    auto it = idle_.find(target.worker);
-    if (it != idle_.end() && !it->second.empty()) {
-      std::unique_ptr<Call> call = std::move(it->second.back());
-      it->second.pop_back();
-      return call;
+    stale = TakeStaleLocked(target.worker);
+    if (!fresh) {
+      auto it = idle_.find(target.worker);
+      if (it != idle_.end() && !it->second.empty()) {
+        std::unique_ptr<Call> call = std::move(it->second.back());
+        it->second.pop_back();
+        return call;
+      }
     }
+    int& open = open_[target.worker];
+    if (open >= kMaxOpenPerWorker) return nullptr;  // A unary Step instead.
+    ++open;
   }
   return std::make_unique<Call>(target.worker, channel_for_(target.worker),
                                 timeout_, watchdog_.get());
@@ -189,29 +229,72 @@ std::unique_ptr<StepStreams::Call> StepStreams::Take(const Target& target,
 
 void StepStreams::Return(std::unique_ptr<Call> call) {
   absl::MutexLock lock(&mutex_);
+  call->MarkUsed();
   idle_[call->worker()].push_back(std::move(call));
+}
+
+void StepStreams::Drop(std::unique_ptr<Call> call) {
+  {
+    absl::MutexLock lock(&mutex_);
+    --open_[call->worker()];
+  }
+  call.reset();
+}
+
+absl::StatusOr<v1::StepResponse> StepStreams::UnaryStep(const Target& target,
+                                                        uint64_t context_id,
+                                                        absl::Time deadline) {
+  auto stub = v1::OptimizerService::NewStub(channel_for_(target.worker));
+  grpc::ClientContext context;
+  context.set_deadline(
+      absl::ToChronoTime(std::max(deadline, absl::Now() + kLateReadGrace)));
+  v1::StepRequest request;
+  request.set_optimizer_id(target.optimizer_id);
+  request.set_context_id(context_id);
+  v1::StepResponse response;
+  const grpc::Status status = stub->Step(&context, request, &response);
+  if (!status.ok()) return FromGrpcCall(status, target.worker, "Step");
+  return response;
 }
 
 std::vector<absl::StatusOr<v1::StepResponse>> StepStreams::StepAll(
     const std::vector<Target>& targets, uint64_t context_id) {
+  const absl::Time deadline = absl::Now() + timeout_;
   std::vector<std::unique_ptr<Call>> calls;
   calls.reserve(targets.size());
   for (const Target& target : targets) {
     calls.push_back(Take(target, /*fresh=*/false));
-    calls.back()->Send(target.optimizer_id, context_id);
+    if (calls.back() != nullptr) {
+      calls.back()->Send(target.optimizer_id, context_id);
+    }
   }
   std::vector<absl::StatusOr<v1::StepResponse>> results;
   results.reserve(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
+    if (calls[i] == nullptr) {
+      // As many steps in flight to this worker as streams may be open:
+      // this one goes as a call of its own.
+      results.push_back(UnaryStep(targets[i], context_id, deadline));
+      continue;
+    }
     absl::StatusOr<v1::StepResponse> result = calls[i]->Await();
     if (calls[i]->broken() && calls[i]->reused() &&
         !absl::IsDeadlineExceeded(result.status())) {
       // Most likely the stream died while idle: once more on a new one.
+      Drop(std::move(calls[i]));
       calls[i] = Take(targets[i], /*fresh=*/true);
+      if (calls[i] == nullptr) {
+        results.push_back(UnaryStep(targets[i], context_id, deadline));
+        continue;
+      }
       calls[i]->Send(targets[i].optimizer_id, context_id);
       result = calls[i]->Await();
     }
-    if (!calls[i]->broken()) Return(std::move(calls[i]));
+    if (calls[i]->broken()) {
+      Drop(std::move(calls[i]));
+    } else {
+      Return(std::move(calls[i]));
+    }
     results.push_back(std::move(result));
   }
   return results;

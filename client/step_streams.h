@@ -10,8 +10,12 @@
 // watchdog enforces (a stream's own gRPC deadline covers its whole life).
 //
 // An open stream holds one daemon thread while it waits for the next step
-// (gRPC's synchronous server), so a client opens no more streams to a
-// worker than it has steps in flight to it at once.
+// (gRPC's synchronous server), and counts against the daemon's stream
+// limits (--max_streams_per_connection, 16 by default, covers this
+// client's reads and writes to it too). So a client opens no more streams
+// to a worker than it has steps in flight to it at once, and at most
+// kMaxOpenPerWorker: a step beyond them goes as a unary call. A stream
+// left idle for kIdleLife is closed when the worker is next stepped.
 //
 // A stream that broke while idle (a daemon restarted or shut down) shows
 // only when the next step is sent on it; that step is then sent once more
@@ -63,8 +67,22 @@ class StepStreams {
   class Call;
   class Watchdog;
 
+  static constexpr int kMaxOpenPerWorker = 8;
+  static constexpr absl::Duration kIdleLife = absl::Seconds(30);
+
+  // An idle stream to the target's worker (unless `fresh`), or a new one;
+  // null when kMaxOpenPerWorker are open (the step goes unary).
   std::unique_ptr<Call> Take(const Target& target, bool fresh);
+  // Back to the idle ones, after a step it served.
   void Return(std::unique_ptr<Call> call);
+  // Closes a broken one.
+  void Drop(std::unique_ptr<Call> call);
+  // The worker's streams idle for kIdleLife, no longer counted open.
+  std::vector<std::unique_ptr<Call>> TakeStaleLocked(const std::string& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<v1::StepResponse> UnaryStep(const Target& target,
+                                             uint64_t context_id,
+                                             absl::Time deadline);
 
   const absl::Duration timeout_;
   const ChannelFor channel_for_;
@@ -73,6 +91,8 @@ class StepStreams {
   // Idle open streams by worker address.
   absl::flat_hash_map<std::string, std::vector<std::unique_ptr<Call>>> idle_
       ABSL_GUARDED_BY(mutex_);
+  // Streams open to each worker, idle or serving a step.
+  absl::flat_hash_map<std::string, int> open_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace distopt

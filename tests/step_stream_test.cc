@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -34,10 +35,11 @@ struct Stepping {
 
 Stepping MakeOptimizer(Client& client, const std::string& worker,
                        const std::string& kind = "sgd",
-                       const HyperparameterMap& hyperparameters = {}) {
+                       const HyperparameterMap& hyperparameters = {},
+                       const std::string& name = "w") {
   Stepping s;
   absl::StatusOr<RemoteParameter> parameter =
-      client.CreateParameter(worker, "w", DType::kFloat32, {4});
+      client.CreateParameter(worker, name, DType::kFloat32, {4});
   EXPECT_TRUE(parameter.ok()) << parameter.status();
   if (!parameter.ok()) return s;
   s.parameter = *parameter;
@@ -199,6 +201,78 @@ TEST(StepStreamTest, AStepPastItsDeadlineGivesUpAndTheNextOneWorks) {
       worker->address(), s.optimizer_id, ContextWithGradient(client, s));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_TRUE(next->applied());
+}
+
+// One step to two workers, the first of which answers only after the
+// deadline: the second's reply, which came long before, is still read
+// (it was cancelled unread at the common deadline, and reported as "no
+// reply", though applied; found by a hostile probe).
+TEST(StepStreamTest, ASlowWorkerDoesNotHideTheOthersReplies) {
+  std::unique_ptr<LocalWorker> slow = StartWorkerOrDie(
+      {"--optimizer_plugin=" + PluginPath("libslow_sgd_plugin.so")});
+  std::unique_ptr<LocalWorker> quick = StartWorkerOrDie();
+  ASSERT_TRUE(slow != nullptr && quick != nullptr);
+  ClientOptions options;
+  options.rpc_timeout = absl::Milliseconds(1000);
+  Client client(options);
+  const Stepping s = MakeOptimizer(client, slow->address(), "slow_sgd",
+                                   {{"delay_seconds", hyper::Number(2.0)}});
+  const Stepping q = MakeOptimizer(client, quick->address());
+  const uint64_t context_id = client.NewContextId();
+  for (const Stepping* each : {&s, &q}) {
+    ASSERT_TRUE(client
+                    .AccumulateGradients(each->parameter.worker, context_id,
+                                         {{each->parameter.id, Ramp({4}, 1)}})
+                    .ok());
+  }
+  const std::vector<absl::StatusOr<v1::StepResponse>> results = client.StepAll(
+      {{slow->address(), s.optimizer_id}, {quick->address(), q.optimizer_id}},
+      context_id);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].status().code(), absl::StatusCode::kDeadlineExceeded)
+      << results[0].status();
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_TRUE(results[1]->applied());
+}
+
+// More steps in flight to one worker than streams a client keeps open to
+// it: the rest go as unary calls, so none is refused by the daemon's
+// --max_streams_per_connection (16), and the idle streams left after the
+// burst leave room for the client's other calls (before, 24 concurrent
+// steps opened 24 streams: 8 were refused, and the 16 left idle refused
+// every later read from that client; found by a hostile probe).
+TEST(StepStreamTest, ABurstOfStepsStaysWithinTheDaemonsStreamLimits) {
+  std::unique_ptr<LocalWorker> worker = StartWorkerOrDie(
+      {"--optimizer_plugin=" + PluginPath("libslow_sgd_plugin.so")});
+  ASSERT_NE(worker, nullptr);
+  Client client;
+  constexpr int kSteps = 24;
+  std::vector<Stepping> optimizers;
+  std::vector<uint64_t> contexts;
+  for (int i = 0; i < kSteps; ++i) {
+    optimizers.push_back(MakeOptimizer(client, worker->address(), "slow_sgd",
+                                       {{"delay_seconds", hyper::Number(0.5)}},
+                                       absl::StrCat("w", i)));
+    contexts.push_back(ContextWithGradient(client, optimizers.back()));
+  }
+  std::vector<absl::Status> stepped(kSteps);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kSteps; ++i) {
+    threads.emplace_back([&, i] {
+      stepped[i] =
+          client
+              .Step(worker->address(), optimizers[i].optimizer_id, contexts[i])
+              .status();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kSteps; ++i) {
+    EXPECT_TRUE(stepped[i].ok()) << i << ": " << stepped[i];
+  }
+  for (int i = 0; i < kSteps; ++i) {
+    absl::StatusOr<Tensor> read = client.ReadParameter(optimizers[i].parameter);
+    EXPECT_TRUE(read.ok()) << i << ": " << read.status();
+  }
 }
 
 }  // namespace
