@@ -307,8 +307,17 @@ int main(int argc, char** argv) {
     parsing_flags = true;
     std::atexit(ExitAsBadFlagsWhileParsing);
   }
-  absl::ParseCommandLine(argc, argv);  // Exits on unknown or malformed flags.
+  // Exits on unknown or malformed flags.
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   parsing_flags = false;
+  // The daemon takes flags only: "listen=..." without its dashes would
+  // otherwise be dropped silently and the default used.
+  if (positional.size() > 1) {
+    return Fail(kExitBadFlags,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "argument ", positional[1],
+                    ": not a flag; expected flags only (--name=value)")));
+  }
   absl::StatusOr<distopt::log::Format> log_format =
       distopt::log::ParseFormat(absl::GetFlag(FLAGS_log_format));
   if (!log_format.ok()) return Fail(kExitBadFlags, log_format.status());

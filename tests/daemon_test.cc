@@ -106,6 +106,10 @@ TEST(DaemonTest, BadFlagsExitWithCode2AndSaySo) {
   output.clear();
   EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --no_such_flag=1", &output), 2);
   EXPECT_THAT(output, HasSubstr("no_such_flag"));
+  // An argument that is not a flag (a flag without its dashes).
+  output.clear();
+  EXPECT_EQ(RunWorker("listen=127.0.0.1:0", &output), 2);
+  EXPECT_THAT(output, HasSubstr("argument listen=127.0.0.1:0: not a flag"));
   // Asking for help is not a bad flag.
   output.clear();
   EXPECT_NE(RunWorker("--help", &output), 2);

@@ -3,7 +3,8 @@
 import re
 from typing import List, Optional
 
-_WORKER = re.compile(r"worker ([^\s:]+:\d+):")
+# "host:port", or "[v6 address]:port".
+_WORKER = re.compile(r"worker (\[[^\]\s]+\]:\d+|[^\s:\[\]]+:\d+):")
 _APPLIED = re.compile(r"Applied on: (.*?)\.?$")
 
 

@@ -160,3 +160,16 @@ def test_a_forked_child_is_refused_not_hung(workers, client):
     child.start()
     assert "does not survive fork" in results.get(timeout=20)
     child.join(timeout=20)
+
+
+def test_errors_name_ipv6_workers_too():
+    """Workers at IPv6 addresses are named as "[address]:port" (they were
+    not parsed: worker None, workers and applied empty)."""
+    error = distopt.Error(
+        14, "UNAVAILABLE",
+        "worker [::1]:4100: Step: connection refused; "
+        "worker 10.0.0.2:4101: Step: no reply. Applied on: [::1]:4102, "
+        "10.0.0.3:4103.")
+    assert error.worker == "[::1]:4100"
+    assert error.workers == ["[::1]:4100", "10.0.0.2:4101"]
+    assert error.applied == ["[::1]:4102", "10.0.0.3:4103"]
