@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/distributed_optimizer.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
@@ -108,11 +110,29 @@ void BindOptimizers(py::module_& m) {
         }
         ThrowIfError(Blocking(
             [optimizer, client, dicts]() -> absl::Status {
+              std::vector<std::string> applied;
               for (size_t i = 0; i < dicts.size(); ++i) {
                 const auto& owner = optimizer->owners()[i];
                 absl::Status loaded = client->LoadStateDict(
                     owner.worker, owner.optimizer_id, dicts[i]);
-                if (!loaded.ok()) return loaded;
+                if (!loaded.ok()) {
+                  // The owners before it did load theirs: say so, as a
+                  // failed step does (distopt.Error.applied).
+                  return absl::Status(
+                      loaded.code(),
+                      absl::StrCat(
+                          loaded.message(),
+                          applied.empty()
+                              ? ""
+                              : "; the owners before it loaded theirs, so "
+                                "the optimizer mixes two states until a "
+                                "state dict is loaded again",
+                          ". Applied on: ",
+                          applied.empty() ? "none"
+                                          : absl::StrJoin(applied, ", "),
+                          "."));
+                }
+                applied.push_back(owner.worker);
               }
               return absl::OkStatus();
             },

@@ -212,6 +212,27 @@ def test_a_state_dict_saved_after_a_scheduler_step_steps_with_its_lr(
     torch.testing.assert_close(before - p.to_tensor(), torch.full((3,), 0.1))
 
 
+def test_a_state_dict_refused_by_one_owner_says_who_loaded_theirs(
+        workers, client):
+    """Each owner loads its own state, all or nothing: when the second
+    refuses (its parameter has another shape), the error says the first
+    loaded its state, as a failed step says where it was applied."""
+    a = client.create_parameter(workers[0], "a", torch.ones(4))
+    b = client.create_parameter(workers[1], "b", torch.ones(5))
+    other_b = client.create_parameter(workers[1], "b2", torch.ones(6))
+    optimizer = distopt.optim.DistributedOptimizer("adam", [a, b], lr=0.1)
+    with distopt.autograd.context() as context_id:
+        distopt.autograd.accumulate_gradients(
+            context_id, {a: torch.ones(4), b: torch.ones(5)})
+        optimizer.step(context_id)
+    target = distopt.optim.DistributedOptimizer("adam", [a, other_b], lr=0.1)
+    with pytest.raises(distopt.Error) as refused:
+        target.load_state_dict(optimizer.state_dict())
+    assert refused.value.worker == workers[1]
+    assert refused.value.applied == [workers[0]]
+    assert "mixes two states" in refused.value.message
+
+
 def test_a_killed_worker_resumes_from_the_checkpoint_the_trainer_saved(
         worker_factory, client, tmp_path):
     flags = [f"--checkpoint_dir={tmp_path / 'checkpoints'}"]
