@@ -137,6 +137,7 @@ absl::StatusOr<StepResult> OptimizerTable::ApplyStep(uint64_t optimizer_id,
       e.step_metrics->Retried();
       return StepResult();
     }
+    e.step_metrics->Failed();  // No such context (or not the caller's).
     return context.status();
   }
 

@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/cpu_backend.h"
+#include "common/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -165,6 +166,38 @@ TEST_F(OptimizerTableTest, ADeletedParameterFailsTheStepCleanly) {
   EXPECT_EQ(table_.Step(id, 3).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(table_.Get(id)->steps, 0);
+}
+
+// distopt_optimizer_steps_total{result=...}, over every kind.
+double StepsCounted(const std::string& result) {
+  double total = 0;
+  for (const prometheus::MetricFamily& family :
+       metrics::Registry()->Collect()) {
+    if (family.name != "distopt_optimizer_steps_total") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        if (label.name == "result" && label.value == result) {
+          total += metric.counter.value;
+        }
+      }
+    }
+  }
+  return total;
+}
+
+// Every refused step counts as failed in /metrics: one in a context this
+// daemon does not know too (it was not counted; found by a hostile probe).
+TEST_F(OptimizerTableTest, RefusedStepsCountAsFailed) {
+  const uint64_t w = NewParameter("w", 1, 1);
+  const uint64_t id = table_.Create("sgd", {}, {w})->id;
+  const double before = StepsCounted("failed");
+  EXPECT_EQ(table_.Step(id, 12345).status().code(),
+            absl::StatusCode::kNotFound);
+  Push(3, w, 1.0f, 1);
+  ASSERT_TRUE(store_.Delete(ParameterKey::ById(w)).ok());
+  EXPECT_EQ(table_.Step(id, 3).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(StepsCounted("failed") - before, 2);
 }
 
 TEST_F(OptimizerTableTest, ConcurrentStepsOfOneOptimizerAllCount) {
