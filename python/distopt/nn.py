@@ -212,7 +212,8 @@ class RemoteLinear(_RemoteModule):
 class RemoteEmbedding(_RemoteModule):
     """torch.nn.Embedding whose weight [num_embeddings, embedding_dim] lives
     on `worker` (initialised N(0, 1) as torch's, or copied from
-    `init_from`). Indices are int64 and get no gradient."""
+    `init_from`). Indices are int64 or int32, as torch's take them, and get
+    no gradient."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, worker: str,
                  *, name: Optional[str] = None,
@@ -230,6 +231,9 @@ class RemoteEmbedding(_RemoteModule):
         self._place(name or _unique_name("embedding"), init_from)  # weight_ref.
 
     def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        # The worker reads int64 indices; torch.nn.Embedding takes int32 too.
+        if indices.dtype == torch.int32:
+            indices = indices.long()
         return self._run("embedding", indices)
 
     def extra_repr(self) -> str:

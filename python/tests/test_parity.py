@@ -124,7 +124,7 @@ def test_embedding_model(workers, client):
         torch.optim.SGD, remote_embedding.remote_parameters() +
         remote_head.remote_parameters(), lr=0.1, momentum=0.9)
     generator = torch.Generator().manual_seed(6)
-    for _ in range(STEPS):
+    for step in range(STEPS):
         indices = torch.randint(0, 20, (16,), generator=generator)
         y = torch.randint(0, 3, (16,), generator=generator)
         local_optimizer.zero_grad()
@@ -133,8 +133,10 @@ def test_embedding_model(workers, client):
         local_loss.backward()
         local_optimizer.step()
         with distopt.autograd.context() as context_id:
+            # int32 indices too, as torch.nn.Embedding takes them.
             loss = torch.nn.functional.cross_entropy(
-                remote_head(remote_embedding(indices)), y)
+                remote_head(remote_embedding(
+                    indices.int() if step % 2 else indices)), y)
             loss.backward()
             remote_optimizer.step(context_id)
         assert_close(loss.detach(), local_loss.detach(), "loss")
