@@ -407,6 +407,8 @@ TEST_F(ParameterServiceTest, BadWritesLeaveTheParameterUnchanged) {
   v1::WriteParameterRequest wrong_dtype = Chunk(id, 0, 16);
   wrong_dtype.set_dtype(v1::DTYPE_FLOAT16);
   wrong_dtype.add_shape(8);
+  v1::WriteParameterRequest unknown_dtype = Chunk(id, 0, 16);
+  unknown_dtype.set_dtype(static_cast<v1::DType>(77));
   v1::WriteParameterRequest wrong_shape = Chunk(id, 0, 16);
   wrong_shape.set_dtype(v1::DTYPE_FLOAT32);
   wrong_shape.add_shape(2);
@@ -426,6 +428,7 @@ TEST_F(ParameterServiceTest, BadWritesLeaveTheParameterUnchanged) {
       {"empty chunk", {Chunk(id, 0, 16), Chunk(0, 0, 0)}, "empty chunk"},
       {"empty stream", {}, "stream was empty"},
       {"wrong dtype", {wrong_dtype}, "dtype: DTYPE_FLOAT16"},
+      {"unknown dtype", {unknown_dtype}, "dtype: unknown value 77;"},
       {"wrong shape", {wrong_shape}, "shape: [2, 2]"},
       {"another parameter",
        {Chunk(id, 0, 8), other_parameter},

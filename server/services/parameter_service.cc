@@ -72,10 +72,13 @@ absl::Status CheckWriterLayout(const v1::WriteParameterRequest& first,
                                const Parameter& parameter) {
   if (first.dtype() != v1::DTYPE_UNSPECIFIED &&
       first.dtype() != DTypeToProto(parameter.dtype())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dtype: ", v1::DType_Name(first.dtype()), "; parameter \"",
-                     parameter.name(), "\" is ", DTypeName(parameter.dtype()),
-                     "; the parameter is unchanged"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype: ",
+        v1::DType_IsValid(first.dtype())
+            ? v1::DType_Name(first.dtype())
+            : absl::StrCat("unknown value ", static_cast<int>(first.dtype())),
+        "; parameter \"", parameter.name(), "\" is ",
+        DTypeName(parameter.dtype()), "; the parameter is unchanged"));
   }
   // A shape with no dtype is checked too; an empty one with no dtype means
   // the writer did not say.
