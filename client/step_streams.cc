@@ -108,7 +108,19 @@ class StepStreams::Call {
     v1::StepRequest request;
     request.set_optimizer_id(optimizer_id);
     request.set_context_id(context_id);
+    // A write to a worker still connecting waits: bounded by the deadline,
+    // and disarmed once written, so that nothing cancels the call before
+    // its reply is awaited (Await).
+    watchdog_->Arm(&context_, deadline_, &timed_out_);
     if (!stream_->Write(request)) broken_ = true;
+    watchdog_->Disarm(&context_);
+  }
+
+  // Ends a stream that serves no step, without waiting for the worker's
+  // reply to a graceful end (a stale one, or one to a worker gone quiet).
+  void Abandon() {
+    context_.TryCancel();
+    broken_ = true;
   }
 
   // The outcome of the step sent last. The watchdog is armed only now: a
@@ -197,6 +209,7 @@ std::vector<std::unique_ptr<StepStreams::Call>> StepStreams::TakeStaleLocked(
   const absl::Time before = absl::Now() - kIdleLife;
   std::vector<std::unique_ptr<Call>> kept;
   for (std::unique_ptr<Call>& call : it->second) {
+    if (call->last_used() < before) call->Abandon();
     (call->last_used() < before ? stale : kept).push_back(std::move(call));
   }
   it->second = std::move(kept);
@@ -242,12 +255,12 @@ void StepStreams::Drop(std::unique_ptr<Call> call) {
 }
 
 absl::StatusOr<v1::StepResponse> StepStreams::UnaryStep(const Target& target,
-                                                        uint64_t context_id,
-                                                        absl::Time deadline) {
+                                                        uint64_t context_id) {
   auto stub = v1::OptimizerService::NewStub(channel_for_(target.worker));
   grpc::ClientContext context;
-  context.set_deadline(
-      absl::ToChronoTime(std::max(deadline, absl::Now() + kLateReadGrace)));
+  // Sent only now, after the replies awaited before it: a whole timeout
+  // of its own.
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   v1::StepRequest request;
   request.set_optimizer_id(target.optimizer_id);
   request.set_context_id(context_id);
@@ -259,7 +272,6 @@ absl::StatusOr<v1::StepResponse> StepStreams::UnaryStep(const Target& target,
 
 std::vector<absl::StatusOr<v1::StepResponse>> StepStreams::StepAll(
     const std::vector<Target>& targets, uint64_t context_id) {
-  const absl::Time deadline = absl::Now() + timeout_;
   std::vector<std::unique_ptr<Call>> calls;
   calls.reserve(targets.size());
   for (const Target& target : targets) {
@@ -274,7 +286,7 @@ std::vector<absl::StatusOr<v1::StepResponse>> StepStreams::StepAll(
     if (calls[i] == nullptr) {
       // As many steps in flight to this worker as streams may be open:
       // this one goes as a call of its own.
-      results.push_back(UnaryStep(targets[i], context_id, deadline));
+      results.push_back(UnaryStep(targets[i], context_id));
       continue;
     }
     absl::StatusOr<v1::StepResponse> result = calls[i]->Await();
@@ -284,7 +296,7 @@ std::vector<absl::StatusOr<v1::StepResponse>> StepStreams::StepAll(
       Drop(std::move(calls[i]));
       calls[i] = Take(targets[i], /*fresh=*/true);
       if (calls[i] == nullptr) {
-        results.push_back(UnaryStep(targets[i], context_id, deadline));
+        results.push_back(UnaryStep(targets[i], context_id));
         continue;
       }
       calls[i]->Send(targets[i].optimizer_id, context_id);

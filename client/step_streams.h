@@ -81,8 +81,7 @@ class StepStreams {
   std::vector<std::unique_ptr<Call>> TakeStaleLocked(const std::string& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<v1::StepResponse> UnaryStep(const Target& target,
-                                             uint64_t context_id,
-                                             absl::Time deadline);
+                                             uint64_t context_id);
 
   const absl::Duration timeout_;
   const ChannelFor channel_for_;

@@ -159,13 +159,18 @@ void ExitAsBadFlagsWhileParsing() {
 }
 
 bool AsksForUsage(int argc, char** argv) {
+  static constexpr absl::string_view kUsageFlags[] = {
+      "help",   "helpfull",  "helpshort", "helppackage",
+      "helpon", "helpmatch", "version",   "only_check_args"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
-    if (absl::StartsWith(arg, "help") || absl::StartsWith(arg, "version") ||
-        absl::StartsWith(arg, "only_check_args")) {
-      return true;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;  // A value, not a flag.
+    }
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    for (absl::string_view usage : kUsageFlags) {
+      if (name == usage) return true;
     }
   }
   return false;
@@ -370,6 +375,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<distopt::WorkerServer>> worker =
       distopt::WorkerServer::Start(options);
   if (!worker.ok()) {
+    if (worker.status().GetPayload(distopt::kCheckpointNotRestored)) {
+      return Fail(kExitCheckpointUnreadable, worker.status());
+    }
     switch (worker.status().code()) {
       case absl::StatusCode::kInvalidArgument:
         return Fail(kExitBadFlags, worker.status());

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -156,7 +157,9 @@ TEST(DaemonLogsTest, JsonLinesAndRefusalsAtABoundedRate) {
 
 // Rank 0 serves the group's store, which the other ranks poll while they
 // wait for each other: a lookup that finds nothing yet is the store's
-// answer, not a refused call, and is not logged as one.
+// answer, not a refused call, and is not logged as one. Rank 2 comes a
+// second after rank 1, which meanwhile polls rank 0's store for rank 2's
+// address in slices of 200 ms.
 TEST(DaemonLogsTest, StoreLookupsThatFindNothingAreNotRefusals) {
   const std::string log_path =
       absl::StrCat(::testing::TempDir(), "/daemon_logs_store.log");
@@ -164,23 +167,27 @@ TEST(DaemonLogsTest, StoreLookupsThatFindNothingAreNotRefusals) {
       absl::StrCat(::testing::TempDir(), "/daemon_logs_secret");
   std::ofstream(secret_path) << testing::kTestGroupSecret;
   Daemon rank0 = StartWithLog(
-      "--rank=0 --world_size=2 --rendezvous=127.0.0.1:1 "
+      "--rank=0 --world_size=3 --rendezvous=127.0.0.1:1 "
       "--group_secret_file=" +
           secret_path,
       log_path);
   ASSERT_FALSE(rank0.address.empty());
-  // Rank 1 comes a second later: meanwhile its rendezvous would have
-  // found nothing in five slices of 200 ms.
-  absl::SleepFor(absl::Seconds(1));
-  std::unique_ptr<LocalWorker> rank1 = testing::StartRankOrDie(
-      {"--rank=1", "--world_size=2", "--rendezvous=" + rank0.address});
-  ASSERT_NE(rank1, nullptr);
+  std::vector<std::unique_ptr<LocalWorker>> others;
+  for (int r : {1, 2}) {
+    if (r == 2) absl::SleepFor(absl::Seconds(1));
+    others.push_back(
+        testing::StartRankOrDie({absl::StrCat("--rank=", r), "--world_size=3",
+                                 "--rendezvous=" + rank0.address}));
+    ASSERT_NE(others.back(), nullptr);
+  }
   Client client;
-  EXPECT_EQ(
-      testing::GroupAfterJoining(client, rank1->address(), absl::Seconds(30))
-          .state(),
-      v1::GroupInfo::READY);
-  ASSERT_TRUE(rank1->Stop().ok());
+  for (const auto& rank : others) {
+    EXPECT_EQ(
+        testing::GroupAfterJoining(client, rank->address(), absl::Seconds(30))
+            .state(),
+        v1::GroupInfo::READY);
+  }
+  for (const auto& rank : others) ASSERT_TRUE(rank->Stop().ok());
   kill(rank0.pid, SIGTERM);
   EXPECT_EQ(pclose(rank0.stdout_pipe), 0);
   bool connected = false;

@@ -4,6 +4,9 @@
 // by steps and by time; CheckpointService; a damaged optimizer section
 // falls back to the previous checkpoint; a full disk fails the save and
 // keeps the previous one.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -437,6 +440,21 @@ class FullDiskTest : public ::testing::Test {
     if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
   }
 
+  // chattr +i (or -i) on a folder; false where the file system has no
+  // such flag.
+  static bool SetImmutable(const std::string& path, bool on) {
+    const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return false;
+    int flags = 0;
+    bool done = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+    if (done) {
+      flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+      done = ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+    }
+    close(fd);
+    return done;
+  }
+
   // A daemon on the folder, with a model stepped once and saved.
   void StartAndSaveOnce() {
     worker_ = StartWorkerOrDie({"--checkpoint_dir=" + dir_});
@@ -487,30 +505,52 @@ TEST_F(FullDiskTest, ASaveThatDoesNotFitFailsAndKeepsThePrevious) {
   EXPECT_TRUE(worker->Stop().ok());
 }
 
-// A folder that turns read-only under the daemon (remounted, or made
-// immutable): the save fails with FAILED_PRECONDITION naming why, for the
-// operator to fix, not INTERNAL; the previous checkpoint stays, and the
+// A folder that can no longer be written (here made immutable, as
+// chattr +i does): the save fails with FAILED_PRECONDITION naming why, for
+// the operator to fix, not INTERNAL; the previous checkpoint stays, and the
 // daemon saves again once the folder is writable.
-TEST_F(FullDiskTest, AFolderThatTurnsReadOnlyFailsTheSaveAsAPrecondition) {
+TEST_F(FullDiskTest, AFolderThatCannotBeWrittenFailsTheSaveAsAPrecondition) {
   ASSERT_NO_FATAL_FAILURE(StartAndSaveOnce());
   LocalWorker* worker = worker_.get();
   Trainer& trainer = *trainer_;
   v1::CheckpointInfo saved;
-  ASSERT_EQ(
-      mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, "size=1m"),
-      0)
-      << std::strerror(errno);
+  if (!SetImmutable(dir_, true)) {
+    GTEST_SKIP() << "this file system has no immutable flag";
+  }
   grpc::Status refused = SaveNow(client_, worker->address(), &saved);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
       << refused.error_message();
-  EXPECT_TRUE(absl::StrContains(refused.error_message(), "Read-only"))
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "not permitted"))
       << refused.error_message();
-  ASSERT_EQ(mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT, "size=1m"), 0)
-      << std::strerror(errno);
+  ASSERT_TRUE(SetImmutable(dir_, false));
   ASSERT_TRUE(trainer.Step(2, client_.NewContextId()));
   EXPECT_TRUE(SaveNow(client_, worker->address(), &saved).ok());
   EXPECT_EQ(ListSaved(client_, worker->address()).checkpoints_size(), 2);
   EXPECT_TRUE(worker->Stop().ok());
+}
+
+// At start-up too: a checkpoint that cannot be restored for want of write
+// access (a whole interrupted save to finish, the newest checkpoint
+// immutable) exits 5, as README says of a checkpoint that cannot be
+// restored (it exited 3, an unavailable device's code).
+TEST_F(FullDiskTest, ACheckpointThatCannotBeRestoredForWantOfAccessExits5) {
+  ASSERT_NO_FATAL_FAILURE(StartAndSaveOnce());
+  ASSERT_TRUE(worker_->Stop().ok());
+  const fs::path root(dir_);
+  fs::copy(root / "parameters", root / "parameters.new",
+           fs::copy_options::recursive);
+  if (!SetImmutable((root / "parameters").string(), true)) {
+    GTEST_SKIP() << "this file system has no immutable flag";
+  }
+  LocalWorkerOptions options;
+  options.flags = {"--checkpoint_dir=" + dir_};
+  absl::StatusOr<std::unique_ptr<LocalWorker>> refused =
+      LocalWorker::Start(options);
+  ASSERT_TRUE(SetImmutable((root / "parameters").string(), false));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "exited with code 5"))
+      << refused.status();
 }
 
 // Seeded chaos: a daemon saving after every step (so that most kills land

@@ -213,10 +213,10 @@ TEST(StepStreamTest, ASlowWorkerDoesNotHideTheOthersReplies) {
   std::unique_ptr<LocalWorker> quick = StartWorkerOrDie();
   ASSERT_TRUE(slow != nullptr && quick != nullptr);
   ClientOptions options;
-  options.rpc_timeout = absl::Milliseconds(1000);
+  options.rpc_timeout = absl::Milliseconds(2500);
   Client client(options);
   const Stepping s = MakeOptimizer(client, slow->address(), "slow_sgd",
-                                   {{"delay_seconds", hyper::Number(2.0)}});
+                                   {{"delay_seconds", hyper::Number(5.0)}});
   const Stepping q = MakeOptimizer(client, quick->address());
   const uint64_t context_id = client.NewContextId();
   for (const Stepping* each : {&s, &q}) {

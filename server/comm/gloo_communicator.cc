@@ -539,6 +539,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     GlooStoreAdapter adapter(store, options.prefix, options.timeout,
                              options.cancelled);
     context->connectFullMesh(adapter, device);
+    // The pairs keep the short one (gloo copied it into them): every
+    // collective here passes its own timeout.
     context->setTimeout(timeout);
   });
   if (!status.ok()) return status;

@@ -424,8 +424,13 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
     // A peer arriving later must wait for this rank's next address, not
     // connect to the one it gave up.
     store->Delete(GlooRendezvousKey(options)).IgnoreError();
-    return store_answered ? NameOtherWorldSizes(*store, communicator.status())
-                          : communicator.status();
+    // Sizes differ when the ranks met and their address lists did not
+    // fit; not when one never came (a timeout, where a key may be another
+    // launch's) or this daemon stops.
+    const absl::Status failed = communicator.status();
+    const bool met = !absl::IsDeadlineExceeded(failed) &&
+                     !absl::IsCancelled(failed) && !stopping_.load();
+    return store_answered && met ? NameOtherWorldSizes(*store, failed) : failed;
   }
   // Best effort: the ranks that re-form start after the highest round any
   // rank reached, and the previous round's address is no longer read.

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cuda_ops.h"
@@ -135,7 +136,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     if (!usable.ok()) return usable;
     absl::StatusOr<RestoredCheckpoint> restored =
         worker->checkpointer_->Restore();
-    if (!restored.ok()) return restored.status();
+    if (!restored.ok()) {
+      absl::Status failed = restored.status();
+      failed.SetPayload(kCheckpointNotRestored, absl::Cord());
+      return failed;
+    }
     worker->restored_parameters_ = restored->parameters;
     worker->restored_folder_ = restored->folder;
     // Before serving: the step observer is set before the first step.

@@ -48,11 +48,19 @@
 
 namespace distopt {
 
+// The payload a Start() error carries when the checkpoint in
+// --checkpoint_dir could not be restored, whatever its code (a folder that
+// cannot be written is FAILED_PRECONDITION, as an unavailable device is).
+inline constexpr char kCheckpointNotRestored[] =
+    "type.googleapis.com/distopt.CheckpointNotRestored";
+
 class WorkerServer {
  public:
   // INVALID_ARGUMENT for bad options, FAILED_PRECONDITION when the device is
-  // unavailable, DATA_LOSS (or RESOURCE_EXHAUSTED) when the checkpoint
-  // cannot be restored, UNAVAILABLE when the address cannot be bound.
+  // unavailable, an error with the kCheckpointNotRestored payload (DATA_LOSS
+  // when damaged, RESOURCE_EXHAUSTED when it does not fit, ...) when the
+  // checkpoint cannot be restored, UNAVAILABLE when the address cannot be
+  // bound.
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(
       const WorkerOptions& options);
   ~WorkerServer();

@@ -145,9 +145,11 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
   std::vector<float> mine = {valid.ok() ? 0.0f : 1.0f};
   for (float f : EncodeAsFloats(averager_.step())) mine.push_back(f);
   const size_t header = mine.size();
-  for (const auto& list : grads) {
-    for (const Tensor* grad : list) {
-      mine.push_back(valid.ok() && grad != nullptr);
+  // As long on every rank: from the groups, not from what this rank was
+  // given (`valid` says when that does not fit).
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      mine.push_back(valid.ok() && grads[g][i] != nullptr);
     }
   }
   std::vector<float> all(mine.size() * global.size());

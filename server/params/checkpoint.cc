@@ -71,8 +71,6 @@ fs::path Previous(const fs::path& root, int k) {
   return root / absl::StrCat("parameters.", k);
 }
 
-// The numbers of the kept checkpoints in `root`, in increasing order (a
-// crash between a save's renames may leave gaps).
 // What a failed file operation's errno means to a caller: a full disk (or
 // quota), RESOURCE_EXHAUSTED, so that it can tell it from damage; a folder
 // this daemon may not write (permissions, read-only, immutable),
@@ -107,6 +105,8 @@ absl::Status FromErrorCode(const std::error_code& error,
 // number can never overflow.
 constexpr int kMaxKeptNumber = 999'999'999;
 
+// The numbers of the kept checkpoints in `root`, in increasing order (a
+// crash between a save's renames may leave gaps).
 absl::StatusOr<std::vector<int>> KeptNumbers(const fs::path& root) {
   std::vector<int> kept;
   std::error_code error;
@@ -1361,9 +1361,9 @@ absl::StatusOr<std::vector<CheckpointListing>> ListCheckpoints(
 
 absl::StatusOr<int> LockCheckpointDir(const std::string& dir) {
   const std::string path = (fs::path(dir) / ".lock").string();
-  // Read-only: flock needs no more, and a descriptor open for writing
-  // would keep the folder's file system from being remounted read-only.
-  const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  // Open for writing: on NFS, flock is emulated with a POSIX write lock,
+  // which a read-only descriptor cannot take.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--checkpoint_dir=", dir,
                                                    ": cannot open ", path, " (",

@@ -1,5 +1,6 @@
 #include "server/params/checkpoint.h"
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -566,6 +567,37 @@ TEST_F(CheckpointTest, RestoringOverTheBudgetIsResourceExhausted) {
   // It names the checkpoint and the parameter that did not fit.
   EXPECT_THAT(refused.message(), HasSubstr("restoring " + dir_));
   EXPECT_THAT(refused.message(), HasSubstr("parameter \""));
+}
+
+// A folder that can no longer be written (here a tmpfs remounted
+// read-only) is the operator's to fix: FAILED_PRECONDITION, for a save and
+// for the restore that must finish an interrupted save, not INTERNAL (nor
+// RESOURCE_EXHAUSTED, which says the disk is full). Skipped where mounts
+// are not allowed.
+TEST_F(CheckpointTest, AFolderThatCannotBeWrittenIsAFailedPrecondition) {
+  fs::create_directories(dir_);
+  if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=512m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs at " << dir_ << ": "
+                 << std::strerror(errno);
+  }
+  ParameterStore store(CpuBackend(), &budget_);
+  Populate(store);
+  ASSERT_TRUE(SaveCheckpoint(store, dir_).ok());
+  // A whole save that did not finish its renames.
+  fs::copy(dir_ + "/parameters", dir_ + "/parameters.new",
+           fs::copy_options::recursive);
+  ASSERT_EQ(mount("tmpfs", dir_.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY,
+                  "size=512m"),
+            0)
+      << std::strerror(errno);
+  const absl::Status saved = SaveCheckpoint(store, dir_).status();
+  EXPECT_EQ(saved.code(), absl::StatusCode::kFailedPrecondition) << saved;
+  EXPECT_THAT(saved.message(), HasSubstr("Read-only"));
+  ParameterStore restored(CpuBackend(), &budget_);
+  const absl::Status loaded = LoadCheckpoint(restored, dir_).status();
+  EXPECT_EQ(loaded.code(), absl::StatusCode::kFailedPrecondition) << loaded;
+  EXPECT_THAT(loaded.message(), HasSubstr("Read-only"));
+  umount2(dir_.c_str(), MNT_DETACH);
 }
 
 // --checkpoint_keep 2: three saves keep the two before the newest; with the

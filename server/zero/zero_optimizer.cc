@@ -171,11 +171,13 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // and which parameters have a gradient somewhere. Every rank then plans
   // the same buckets and issues the same collectives.
   const int world = communicator_->size();
+  // Its length comes from the groups, the same on every rank, whatever
+  // this rank was given (`refused` says when that does not fit).
   std::vector<float> header = RefusalSlots(*communicator_, refused);
   header.push_back(active ? 1.0f : 0.0f);
-  for (const auto& group : grads) {
-    for (const Tensor* grad : group) {
-      header.push_back(refused.ok() && grad != nullptr);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      header.push_back(refused.ok() && grads[g][i] != nullptr);
     }
   }
   absl::Status status =
