@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
@@ -62,11 +63,16 @@ absl::StatusOr<RestoredCheckpoint> Checkpointer::Restore() {
         }
         return absl::OkStatus();
       });
-  if (restored.ok() && !restored->interrupted_save.empty()) {
+  if (!restored.ok()) {
+    absl::Status failed = restored.status();
+    failed.SetPayload(kCheckpointNotRestored, absl::Cord());
+    return failed;
+  }
+  if (!restored->interrupted_save.empty()) {
     log::Warning("interrupted checkpoint save found at start-up",
                  {{"what", restored->interrupted_save}});
   }
-  if (restored.ok()) {
+  {
     absl::MutexLock lock(&mutex_);
     restore_fell_back_ = restored->fell_back;
   }

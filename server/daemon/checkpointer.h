@@ -42,6 +42,13 @@
 
 namespace distopt {
 
+// The payload Checkpointer::Restore's error carries when the checkpoint in
+// --checkpoint_dir could not be restored, whatever its code (a folder that
+// cannot be written is FAILED_PRECONDITION, as an unavailable device is):
+// the daemon exits 5 for it.
+inline constexpr char kCheckpointNotRestored[] =
+    "type.googleapis.com/distopt.CheckpointNotRestored";
+
 struct CheckpointSchedule {
   std::string dir;
   int keep = 1;
@@ -58,8 +65,9 @@ class Checkpointer : public CheckpointControl {
                LocalSgdRunner* local_sgd, std::function<absl::Status()> damage);
   ~Checkpointer() override;
 
-  // Locks the folder for this daemon (see LockCheckpointDir), then
-  // restores the newest whole checkpoint (parameters, then optimizers).
+  // Locks the folder for this daemon (see LockCheckpointDir; its error as
+  // it is), then restores the newest whole checkpoint (parameters, then
+  // optimizers; an error carries kCheckpointNotRestored).
   absl::StatusOr<RestoredCheckpoint> Restore();
   // Starts saving on the schedule; counts the table's steps.
   void Start();

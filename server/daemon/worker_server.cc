@@ -7,7 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cuda_ops.h"
@@ -136,11 +135,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
     if (!usable.ok()) return usable;
     absl::StatusOr<RestoredCheckpoint> restored =
         worker->checkpointer_->Restore();
-    if (!restored.ok()) {
-      absl::Status failed = restored.status();
-      failed.SetPayload(kCheckpointNotRestored, absl::Cord());
-      return failed;
-    }
+    if (!restored.ok()) return restored.status();
     worker->restored_parameters_ = restored->parameters;
     worker->restored_folder_ = restored->folder;
     // Before serving: the step observer is set before the first step.

@@ -48,16 +48,11 @@
 
 namespace distopt {
 
-// The payload a Start() error carries when the checkpoint in
-// --checkpoint_dir could not be restored, whatever its code (a folder that
-// cannot be written is FAILED_PRECONDITION, as an unavailable device is).
-inline constexpr char kCheckpointNotRestored[] =
-    "type.googleapis.com/distopt.CheckpointNotRestored";
-
 class WorkerServer {
  public:
-  // INVALID_ARGUMENT for bad options, FAILED_PRECONDITION when the device is
-  // unavailable, an error with the kCheckpointNotRestored payload (DATA_LOSS
+  // INVALID_ARGUMENT for bad options (a --checkpoint_dir another daemon
+  // holds too), FAILED_PRECONDITION when the device is unavailable, an
+  // error with the kCheckpointNotRestored payload (checkpointer.h; DATA_LOSS
   // when damaged, RESOURCE_EXHAUSTED when it does not fit, ...) when the
   // checkpoint cannot be restored, UNAVAILABLE when the address cannot be
   // bound.
