@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -81,35 +83,25 @@ TEST(DaemonTest, ReportsTheBoundPortInOneParseableLine) {
 }
 
 TEST(DaemonTest, BadFlagsExitWithCode2AndSaySo) {
+  // Values refused by the daemon; values that do not parse and unknown
+  // flags, refused by Abseil's parser (whose own code is 1); an argument
+  // that is not a flag (a flag without its dashes).
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--listen=127.0.0.1:0 --rank=3 --world_size=2 --peers=127.0.0.1:1",
+       "--rank=3: expected 0 to 1"},
+      {"--listen=127.0.0.1:0 --device=tpu", "expected cpu or cuda:N"},
+      {"--listen=nonsense", "--listen=nonsense"},
+      {"--listen=127.0.0.1:0 --checkpoint_keep=abc", "checkpoint_keep"},
+      {"--listen=127.0.0.1:0 --checkpoint_every_steps=1k",
+       "checkpoint_every_steps"},
+      {"--listen=127.0.0.1:0 --no_such_flag=1", "no_such_flag"},
+      {"listen=127.0.0.1:0", "argument listen=127.0.0.1:0: not a flag"}};
   std::string output;
-  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --rank=3 --world_size=2 "
-                      "--peers=127.0.0.1:1",
-                      &output),
-            2);
-  EXPECT_THAT(output, HasSubstr("--rank=3: expected 0 to 1"));
-  output.clear();
-  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --device=tpu", &output), 2);
-  EXPECT_THAT(output, HasSubstr("expected cpu or cuda:N"));
-  output.clear();
-  EXPECT_EQ(RunWorker("--listen=nonsense", &output), 2);
-  EXPECT_THAT(output, HasSubstr("--listen=nonsense"));
-  // Values that do not parse and unknown flags, refused by Abseil's parser
-  // (whose own code is 1).
-  output.clear();
-  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --checkpoint_keep=abc", &output),
-            2);
-  EXPECT_THAT(output, HasSubstr("checkpoint_keep"));
-  output.clear();
-  EXPECT_EQ(
-      RunWorker("--listen=127.0.0.1:0 --checkpoint_every_steps=1k", &output),
-      2);
-  output.clear();
-  EXPECT_EQ(RunWorker("--listen=127.0.0.1:0 --no_such_flag=1", &output), 2);
-  EXPECT_THAT(output, HasSubstr("no_such_flag"));
-  // An argument that is not a flag (a flag without its dashes).
-  output.clear();
-  EXPECT_EQ(RunWorker("listen=127.0.0.1:0", &output), 2);
-  EXPECT_THAT(output, HasSubstr("argument listen=127.0.0.1:0: not a flag"));
+  for (const auto& [flags, why] : refused) {
+    output.clear();
+    EXPECT_EQ(RunWorker(flags, &output), 2) << flags;
+    EXPECT_THAT(output, HasSubstr(why)) << flags;
+  }
   // Asking for help is not a bad flag.
   output.clear();
   EXPECT_NE(RunWorker("--help", &output), 2);
