@@ -2,12 +2,19 @@
 // one key-value store; and a rank whose peer never comes.
 #include "server/comm/gloo_communicator.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gloo/transport/tcp/address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/comm/testing/gloo_test_ranks.h"
@@ -250,6 +257,46 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
   took = absl::Now() - start;
   EXPECT_FALSE(survivor.ok());
   EXPECT_LT(took, absl::Seconds(15)) << survivor;
+}
+
+// Anyone who reaches a rank's pair port while it waits for its peer, and
+// resets the connection at once (a port scanner, a peer whose rendezvous
+// was just cancelled), must not take the daemon down: gloo aborts the
+// process when the connection it accepts is gone before it asks its
+// address (gloo_peer_name.cc).
+TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedIsNotACrash) {
+  for (int round = 0; round < 5; ++round) {
+    KeyValueStore store;
+    LocalRendezvousStore rendezvous(&store);
+    GlooOptions options;
+    options.rank = 0;
+    options.size = 2;  // Rank 1 never comes; a stranger does.
+    options.timeout = absl::Seconds(1);
+    absl::Status joined;
+    std::thread rank0([&] {
+      joined = CreateGlooCommunicator(options, &rendezvous).status();
+    });
+    // Rank 0 publishes its pair's listening address before it waits.
+    absl::StatusOr<std::string> addresses =
+        rendezvous.Get(options.prefix + "/0", absl::Seconds(5));
+    ASSERT_TRUE(addresses.ok()) << addresses.status();
+    const gloo::transport::tcp::Address listening(
+        std::vector<char>(addresses->begin(), addresses->end()));
+    const sockaddr_storage& address = listening.getSockaddr();
+    const int stranger = socket(address.ss_family, SOCK_STREAM, 0);
+    ASSERT_GE(stranger, 0);
+    ASSERT_EQ(connect(stranger, reinterpret_cast<const sockaddr*>(&address),
+                      address.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                    : sizeof(sockaddr_in)),
+              0)
+        << strerror(errno);
+    // A close that lingers 0 s resets the connection.
+    const linger reset = {1, 0};
+    setsockopt(stranger, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    close(stranger);
+    rank0.join();
+    EXPECT_FALSE(joined.ok());
+  }
 }
 
 TEST(GlooCommunicatorTest, SubgroupsAreContiguousBlocks) {
