@@ -1,7 +1,16 @@
 #include "server/zero/parameter_broadcast.h"
 
+#include <algorithm>
+
 namespace distopt {
 namespace {
+
+// Without parameters_as_bucket_view: parameters up to this size are packed,
+// into buckets up to the larger one. Copying 64 KiB costs about what one
+// more collective's latency does on a fast network; 1 MiB buckets make the
+// latency a small part of each broadcast and bound the scratch memory.
+constexpr int64_t kSmallParameterBytes = int64_t{64} << 10;
+constexpr int64_t kSmallBucketBytes = int64_t{1} << 20;
 
 absl::Span<char> BytesOf(Tensor& tensor) {
   return absl::Span<char>(static_cast<char*>(tensor.data()),
@@ -61,14 +70,16 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
       if (present[g][i]) stepped.push_back(groups[g].params[i]);
     }
   }
-  if (!as_buckets) {
-    for (Tensor* p : stepped) {
-      if (p->byte_size() == 0) continue;
-      absl::Status status = communicator.BroadcastBytes(BytesOf(*p), owner);
-      if (!status.ok()) return status;
-    }
-    return absl::OkStatus();
-  }
+  // Which parameters are packed, and into buckets of what size. With
+  // parameters_as_bucket_view every one that fits a bucket. Otherwise, as
+  // torch does, a broadcast per parameter from its own memory (no copy),
+  // except for small ones: a collective's latency for a few KiB each would
+  // make a model of many small tensors cost that latency per tensor, so
+  // they are packed into buckets of at most kSmallBucketBytes.
+  const int64_t bucket =
+      as_buckets ? bucket_bytes : std::min(bucket_bytes, kSmallBucketBytes);
+  const int64_t packed_up_to =
+      as_buckets ? bucket : std::min(bucket, kSmallParameterBytes);
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     std::vector<Tensor*> members;
     size_t size = 0;
@@ -81,13 +92,13 @@ absl::Status BroadcastFromOwner(Communicator& communicator,
     };
     for (Tensor* p : stepped) {
       if (p->dtype() != dtype || p->byte_size() == 0) continue;
-      if (static_cast<int64_t>(p->byte_size()) > bucket_bytes) {
-        // Too big for a bucket: straight from its memory, no copy.
+      if (static_cast<int64_t>(p->byte_size()) > packed_up_to) {
+        // Not packed: straight from its memory, no copy.
         absl::Status status = communicator.BroadcastBytes(BytesOf(*p), owner);
         if (!status.ok()) return status;
         continue;
       }
-      if (static_cast<int64_t>(size + p->byte_size()) > bucket_bytes) {
+      if (static_cast<int64_t>(size + p->byte_size()) > bucket) {
         absl::Status status = flush();
         if (!status.ok()) return status;
       }

@@ -1,8 +1,9 @@
 // The last phase of a ZeRO step: the parameters an owner rank has just
-// stepped reach every rank. Either one broadcast per parameter, or, with
-// parameters_as_bucket_view, flat buckets per (owner, dtype) of at most
-// the bucket size: the owner packs its stepped parameters of that dtype
-// into one buffer, broadcasts it, and the others unpack it. Only parameters
+// stepped reach every rank. Either one broadcast per parameter (small ones
+// packed together, see the .cc), or, with parameters_as_bucket_view, flat
+// buckets per (owner, dtype) of at most the bucket size: the owner packs
+// its stepped parameters of that dtype into one buffer, broadcasts it, and
+// the others unpack it. Only parameters
 // that had a gradient on some rank are sent; the others did not change
 // anywhere.
 #ifndef DISTOPT_SERVER_ZERO_PARAMETER_BROADCAST_H_

@@ -454,6 +454,32 @@ TEST(ZeroOverlapTest, ARankStepsOneBucketWhileTheNextIsReduced) {
   }
 }
 
+// The parameters of `specs` (their initial values) after one ZeRO SGD step
+// (lr 0.1) over `c` with this rank's gradients; `c` counts from the step.
+absl::StatusOr<std::vector<Tensor>> OneSgdStep(
+    CountingCommunicator& c, const std::vector<ParamSpec>& specs,
+    const ZeroOptions& options) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  std::vector<Tensor> params, grads;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const int index = static_cast<int>(i);
+    params.push_back(zero_testing::Initial(0, index, specs[i]));
+    grads.push_back(zero_testing::Gradient(0, index, 0, c.rank(), specs[i]));
+  }
+  ParamGroup group;
+  group.hyperparameters = {{"lr", 0.1}};
+  for (Tensor& p : params) group.params.push_back(&p);
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& g : grads) pointers.push_back(&g);
+  auto zero = ZeroOptimizer::Create(&c, *registry->Find("sgd"), "sgd", {group},
+                                    options);
+  if (!zero.ok()) return zero.status();
+  c.StartCounting();
+  absl::Status status = (*zero)->Step({pointers});
+  if (!status.ok()) return status;
+  return params;
+}
+
 // What each mode sends for a model of 6 fp32 parameters of 256 values
 // (6 KiB) in 2 KiB buckets: ZeRO-1 all-reduces the gradients and
 // broadcasts the parameters; gradient-sharded reduce-scatters the
@@ -463,29 +489,14 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
   for (bool sharded : {false, true}) {
     for (bool overlap : {false, true}) {
       zero_testing::OnRanks(2, [&](Communicator& gloo) {
-        const int r = gloo.rank();
         CountingCommunicator c(gloo);
-        auto registry = OptimizerRegistry::WithBuiltins();
-        std::vector<Tensor> params, grads;
-        ParamGroup group;
-        group.hyperparameters = {{"lr", 0.1}};
-        std::vector<const Tensor*> pointers;
-        for (int i = 0; i < 6; ++i) {
-          params.push_back(zero_testing::Initial(0, i, ParamSpec{{256}}));
-          grads.push_back(zero_testing::Gradient(0, i, 0, r, ParamSpec{{256}}));
-        }
-        for (Tensor& p : params) group.params.push_back(&p);
-        for (const Tensor& g : grads) pointers.push_back(&g);
         ZeroOptions options;
         options.gradient_sharded = sharded;
         options.overlap = overlap;
         options.bucket_bytes = 2048;
-        auto zero = ZeroOptimizer::Create(&c, *registry->Find("sgd"), "sgd",
-                                          {group}, options);
-        ASSERT_TRUE(zero.ok()) << zero.status();
-        c.StartCounting();
-        absl::Status status = (*zero)->Step({pointers});
-        ASSERT_TRUE(status.ok()) << status;
+        absl::StatusOr<std::vector<Tensor>> stepped =
+            OneSgdStep(c, std::vector<ParamSpec>(6, ParamSpec{{256}}), options);
+        ASSERT_TRUE(stepped.ok()) << stepped.status();
         const std::string mode =
             absl::StrCat("sharded=", sharded, " overlap=", overlap);
         // Beyond the model: the header's all-reduce (one float per rank
@@ -506,6 +517,43 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
         }
       });
     }
+  }
+}
+
+// Torch's per-parameter broadcast (no bucket view) for a model of many
+// small tensors: 200 of 1 KiB, and two of 256 KiB. The small ones reach
+// every rank in one packed broadcast per owner, not one each (which would
+// cost 200 collectives' latency); the large ones go alone, from their own
+// memory. Every rank ends with the same parameters, all of them stepped.
+TEST(ZeroCollectivesTest, SmallParametersArePackedInThePerParameterMode) {
+  constexpr int kSmall = 200;
+  const ParamSpec small{{256}};
+  const ParamSpec large{{64 * 1024}};
+  std::vector<ParamSpec> specs(kSmall, small);
+  specs.resize(kSmall + 2, large);
+  std::vector<std::vector<std::vector<float>>> after(2);
+  std::vector<int> broadcasts(2);
+  zero_testing::OnRanks(2, [&](Communicator& gloo) {
+    const int r = gloo.rank();
+    CountingCommunicator c(gloo);
+    // Per-parameter broadcast, 25 MiB buckets.
+    absl::StatusOr<std::vector<Tensor>> stepped =
+        OneSgdStep(c, specs, ZeroOptions());
+    ASSERT_TRUE(stepped.ok()) << stepped.status();
+    broadcasts[r] = c.broadcasts;
+    for (const Tensor& p : *stepped) {
+      after[r].push_back(zero_testing::ToFloats(p));
+    }
+  });
+  // One packed bucket per owner, and the two large ones.
+  EXPECT_EQ(broadcasts[0], 2 + 2);
+  EXPECT_EQ(broadcasts[1], 2 + 2);
+  ASSERT_EQ(after[0].size(), after[1].size());
+  for (size_t i = 0; i < after[0].size(); ++i) {
+    EXPECT_EQ(after[0][i], after[1][i]) << i;
+    EXPECT_NE(after[0][i], zero_testing::ToFloats(zero_testing::Initial(
+                               0, static_cast<int>(i), specs[i])))
+        << i << " was not stepped";
   }
 }
 

@@ -49,6 +49,7 @@ class CountingCommunicator : public ForwardingCommunicator {
     return ForwardingCommunicator::AllGatherSegments(blocks);
   }
   absl::Status BroadcastBytes(absl::Span<char> bytes, int root) override {
+    ++broadcasts;
     broadcast_bytes += bytes.size();
     return ForwardingCommunicator::BroadcastBytes(bytes, root);
   }
@@ -57,6 +58,7 @@ class CountingCommunicator : public ForwardingCommunicator {
     calls_ = 0;
     all_reduce_bytes = reduce_scatter_bytes = all_gather_bytes =
         broadcast_bytes = 0;
+    broadcasts = 0;
   }
   bool started(int n) const { return calls_ >= n; }
 
@@ -64,6 +66,7 @@ class CountingCommunicator : public ForwardingCommunicator {
   std::atomic<size_t> reduce_scatter_bytes{0};
   std::atomic<size_t> all_gather_bytes{0};
   std::atomic<size_t> broadcast_bytes{0};
+  std::atomic<int> broadcasts{0};
 
  private:
   absl::Status Forward(
