@@ -34,6 +34,7 @@
 namespace distopt {
 namespace {
 
+using ::distopt::testing::Ramp;
 using ::testing::HasSubstr;
 
 struct Daemon {
@@ -153,6 +154,84 @@ TEST(DaemonLogsTest, JsonLinesAndRefusalsAtABoundedRate) {
   EXPECT_GE(refused, CallObserverFactory::kRefusalBurst);
   EXPECT_TRUE(said_how_many);
   EXPECT_TRUE(named_the_field);
+}
+
+// The value of `name` with labels service OptimizerService, method Step
+// and `code` in the daemon's metrics (a histogram's count when no code);
+// -1 when it has none.
+double StepCalls(Client& client, const std::string& address,
+                 const std::string& name, const std::string& code = "") {
+  v1::GetStatusRequest request;
+  request.set_metric_prefix(name);
+  absl::StatusOr<v1::WorkerStatus> status = client.GetStatus(address, request);
+  EXPECT_TRUE(status.ok()) << status.status();
+  if (!status.ok()) return -1;
+  for (const v1::Metric& metric : status->metrics()) {
+    const auto& labels = metric.labels();
+    auto label = [&](const std::string& key) {
+      auto it = labels.find(key);
+      return it == labels.end() ? std::string() : it->second;
+    };
+    if (metric.name() != name ||
+        label("service") != "distopt.v1.OptimizerService" ||
+        label("method") != "Step" || label("code") != code) {
+      continue;
+    }
+    return code.empty() ? static_cast<double>(metric.count()) : metric.value();
+  }
+  return -1;
+}
+
+// The client library sends steps over one StepStream per worker: each of
+// them is still a Step call to the operator, counted by its outcome's code
+// and timed in the metrics (which distoptctl top reads), and logged when
+// refused, as a unary Step would be.
+TEST(DaemonLogsTest, StepsOverAStreamAreStepCalls) {
+  const std::string log_path =
+      absl::StrCat(::testing::TempDir(), "/daemon_logs_stream.log");
+  Daemon daemon = StartWithLog("", log_path);
+  ASSERT_FALSE(daemon.address.empty());
+  Client client;
+  absl::StatusOr<RemoteParameter> weight =
+      client.CreateParameterFrom(daemon.address, "weight", Ramp({8, 4}));
+  ASSERT_TRUE(weight.ok()) << weight.status();
+  absl::StatusOr<v1::OptimizerInfo> sgd = client.CreateOptimizer(
+      daemon.address, "sgd", {{"lr", hyper::Number(0.1)}}, {weight->id});
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  constexpr int kSteps = 3;
+  for (int step = 0; step < kSteps; ++step) {
+    const uint64_t context_id = client.NewContextId();
+    ASSERT_TRUE(client
+                    .AccumulateGradients(daemon.address, context_id,
+                                         {{weight->id, Ramp({8, 4}, step)}})
+                    .ok());
+    absl::StatusOr<v1::StepResponse> stepped =
+        client.Step(daemon.address, sgd->id(), context_id);
+    ASSERT_TRUE(stepped.ok() && stepped->applied()) << stepped.status();
+  }
+  // Refused over the same stream: an optimizer the daemon never had.
+  absl::StatusOr<v1::StepResponse> refused =
+      client.Step(daemon.address, 777001, client.NewContextId());
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kNotFound)
+      << refused.status();
+
+  EXPECT_EQ(StepCalls(client, daemon.address, "distopt_rpcs_total", "OK"),
+            kSteps);
+  EXPECT_EQ(
+      StepCalls(client, daemon.address, "distopt_rpcs_total", "NOT_FOUND"), 1);
+  EXPECT_EQ(StepCalls(client, daemon.address, "distopt_rpc_duration_seconds"),
+            kSteps + 1);
+  kill(daemon.pid, SIGTERM);
+  EXPECT_EQ(pclose(daemon.stdout_pipe), 0);
+  bool logged = false;
+  for (const std::string& line : Lines(log_path)) {
+    if (absl::StrContains(line, "call refused") &&
+        absl::StrContains(line, "method=distopt.v1.OptimizerService/Step ") &&
+        absl::StrContains(line, "777001")) {
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged) << "no refusal of the streamed step in " << log_path;
 }
 
 // Rank 0 serves the group's store, which the other ranks poll while they

@@ -9,6 +9,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/interceptor.h"
 #include "grpcpp/support/status.h"
+#include "proto/distopt/v1/optimizer.pb.h"
 
 namespace distopt {
 namespace {
@@ -48,12 +49,43 @@ bool IsStoreMiss(const CallObserverFactory::MethodMetrics& method, int code) {
           code == static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED));
 }
 
+// Counts, times and (if refused) logs one call that ended with `code`.
+void Record(CallObserverFactory& factory,
+            CallObserverFactory::MethodMetrics& method, int code,
+            absl::string_view message, double seconds,
+            grpc::ServerContextBase* context) {
+  if (metrics::Recording()) {
+    metrics::Observe(*method.seconds, seconds);
+    metrics::Add(factory.CallsEndedWith(method, code));
+  }
+  if (code == 0 || IsStoreMiss(method, code)) return;
+  int64_t dropped = 0;
+  if (!factory.refusal_log().Allow(absl::Now(), &dropped)) return;
+  std::vector<log::Field> fields = {
+      {"method", absl::StrCat(method.service, "/", method.method)},
+      {"code", CodeName(code)},
+      {"error", message},
+      {"peer", context != nullptr ? context->peer() : ""}};
+  if (dropped > 0) fields.emplace_back("refusals_not_logged", dropped);
+  log::Warning("call refused", fields);
+}
+
+constexpr char kStepPath[] = "/distopt.v1.OptimizerService/Step";
+constexpr char kStepStreamPath[] = "/distopt.v1.OptimizerService/StepStream";
+
 class CallObserver : public grpc::experimental::Interceptor {
  public:
+  // `stream_steps`: for a StepStream, the metrics of Step, which each step
+  // it carries counts in (a trainer's steps are Step calls, whichever way
+  // the client sends them); null for any other method.
   CallObserver(CallObserverFactory* factory,
                CallObserverFactory::MethodMetrics* method,
+               CallObserverFactory::MethodMetrics* stream_steps,
                grpc::ServerContextBase* context)
-      : factory_(factory), method_(method), context_(context) {}
+      : factory_(factory),
+        method_(method),
+        stream_steps_(stream_steps),
+        context_(context) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* call) override {
     if (call->QueryInterceptionHookPoint(
@@ -64,12 +96,24 @@ class CallObserver : public grpc::experimental::Interceptor {
       if (message != nullptr) {
         received_ += static_cast<const google::protobuf::MessageLite*>(message)
                          ->ByteSizeLong();
+        if (stream_steps_ != nullptr) step_began_ = absl::Now();
       }
     }
     if (call->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_MESSAGE)) {
-      const grpc::ByteBuffer* serialized = call->GetSerializedSendMessage();
-      if (serialized != nullptr) sent_ += serialized->Length();
+      // A step's outcome is read before gRPC serializes it (asking for
+      // the serialized form would drop the message itself).
+      const void* outcome =
+          stream_steps_ != nullptr ? call->GetSendMessage() : nullptr;
+      if (outcome != nullptr) {
+        const auto& step = *static_cast<const v1::StepOutcome*>(outcome);
+        sent_ += step.ByteSizeLong();
+        Record(*factory_, *stream_steps_, step.code(), step.message(),
+               absl::ToDoubleSeconds(absl::Now() - step_began_), context_);
+      } else {
+        const grpc::ByteBuffer* serialized = call->GetSerializedSendMessage();
+        if (serialized != nullptr) sent_ += serialized->Length();
+      }
     }
     if (call->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -80,10 +124,7 @@ class CallObserver : public grpc::experimental::Interceptor {
 
  private:
   void Ended(const grpc::Status& status) {
-    const int code = static_cast<int>(status.error_code());
     if (metrics::Recording()) {
-      metrics::Observe(*method_->seconds, timer_.Seconds());
-      metrics::Add(factory_->CallsEndedWith(*method_, code));
       if (received_ > 0) {
         metrics::Add(*method_->received_bytes, static_cast<double>(received_));
       }
@@ -91,22 +132,16 @@ class CallObserver : public grpc::experimental::Interceptor {
         metrics::Add(*method_->sent_bytes, static_cast<double>(sent_));
       }
     }
-    if (status.ok() || IsStoreMiss(*method_, code)) return;
-    int64_t dropped = 0;
-    if (!factory_->refusal_log().Allow(absl::Now(), &dropped)) return;
-    std::vector<log::Field> fields = {
-        {"method", absl::StrCat(method_->service, "/", method_->method)},
-        {"code", CodeName(code)},
-        {"error", status.error_message()},
-        {"peer", context_ != nullptr ? context_->peer() : ""}};
-    if (dropped > 0) fields.emplace_back("refusals_not_logged", dropped);
-    log::Warning("call refused", fields);
+    Record(*factory_, *method_, static_cast<int>(status.error_code()),
+           status.error_message(), timer_.Seconds(), context_);
   }
 
   CallObserverFactory* const factory_;
   CallObserverFactory::MethodMetrics* const method_;
+  CallObserverFactory::MethodMetrics* const stream_steps_;
   grpc::ServerContextBase* const context_;
   const metrics::Stopwatch timer_;
+  absl::Time step_began_ = absl::Now();
   size_t received_ = 0;
   size_t sent_ = 0;
 };
@@ -118,8 +153,11 @@ CallObserverFactory::CallObserverFactory()
 
 grpc::experimental::Interceptor* CallObserverFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new CallObserver(this, &MetricsOf(info->method()),
-                          info->server_context());
+  const std::string path = info->method();
+  return new CallObserver(
+      this, &MetricsOf(path),
+      path == kStepStreamPath ? &MetricsOf(kStepPath) : nullptr,
+      info->server_context());
 }
 
 CallObserverFactory::MethodMetrics& CallObserverFactory::MetricsOf(

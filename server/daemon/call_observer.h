@@ -1,8 +1,10 @@
 // Watches every call the daemon serves, at the edge: /metrics counts calls
 // by service, method and status code, times them (a histogram by service
 // and method; a stream's time is its lifetime) and counts the bytes of the
-// messages received and sent; a refused call (any code but OK) is logged
-// with its code and message (which names the field), at most
+// messages received and sent (each step a StepStream carries is counted,
+// timed and logged as a Step call too: a trainer's steps are Step calls,
+// whichever way its client sends them); a refused call (any code but OK)
+// is logged with its code and message (which names the field), at most
 // kRefusalsPerSecond a second on average, so that a client that sends bad
 // calls on purpose cannot flood the log: the next line it lets through
 // says how many it left out.
