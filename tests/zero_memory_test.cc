@@ -29,7 +29,8 @@ constexpr int64_t kParameterBytes = kRows * kColumns * 4;  // 1 MiB.
 constexpr int64_t kModelBytes = kParameters * kParameterBytes;
 constexpr int64_t kBucketBytes = int64_t{2} << 20;
 // The scratch a step may keep: a bucket of gradients (two with overlap)
-// and the bucket view's parameter bucket.
+// and a bucket of parameters the owners broadcast (the bucket view's; the
+// parameters here, 1 MiB each, are too large to be packed without it).
 constexpr int64_t kScratchBytes = 3 * kBucketBytes;
 // What a step may add beyond the state and the scratch: the daemon's own
 // transient allocations (gRPC, gloo, threads' stacks touched).

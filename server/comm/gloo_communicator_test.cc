@@ -2,6 +2,7 @@
 // one key-value store; and a rank whose peer never comes.
 #include "server/comm/gloo_communicator.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -259,6 +260,21 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
   EXPECT_LT(took, absl::Seconds(15)) << survivor;
 }
 
+// Connects to `address` and resets the connection at once (a close that
+// lingers 0 s), as a port scanner or a peer whose rendezvous failed does.
+bool ConnectAndReset(const sockaddr_storage& address) {
+  const int stranger = socket(address.ss_family, SOCK_STREAM, 0);
+  if (stranger < 0) return false;
+  const bool connected =
+      connect(stranger, reinterpret_cast<const sockaddr*>(&address),
+              address.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                            : sizeof(sockaddr_in)) == 0;
+  const linger reset = {1, 0};
+  setsockopt(stranger, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  close(stranger);
+  return connected;
+}
+
 // Anyone who reaches a rank's pair port while it waits for its peer, and
 // resets the connection at once (a port scanner, a peer whose rendezvous
 // was just cancelled), must not take the daemon down: gloo aborts the
@@ -279,24 +295,42 @@ TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedIsNotACrash) {
     // Rank 0 publishes its pair's listening address before it waits.
     absl::StatusOr<std::string> addresses =
         rendezvous.Get(options.prefix + "/0", absl::Seconds(5));
-    ASSERT_TRUE(addresses.ok()) << addresses.status();
-    const gloo::transport::tcp::Address listening(
-        std::vector<char>(addresses->begin(), addresses->end()));
-    const sockaddr_storage& address = listening.getSockaddr();
-    const int stranger = socket(address.ss_family, SOCK_STREAM, 0);
-    ASSERT_GE(stranger, 0);
-    ASSERT_EQ(connect(stranger, reinterpret_cast<const sockaddr*>(&address),
-                      address.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
-                                                    : sizeof(sockaddr_in)),
-              0)
-        << strerror(errno);
-    // A close that lingers 0 s resets the connection.
-    const linger reset = {1, 0};
-    setsockopt(stranger, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-    close(stranger);
+    EXPECT_TRUE(addresses.ok()) << addresses.status();
+    if (addresses.ok()) {
+      const gloo::transport::tcp::Address listening(
+          std::vector<char>(addresses->begin(), addresses->end()));
+      const sockaddr_storage& address = listening.getSockaddr();
+      EXPECT_TRUE(ConnectAndReset(address)) << strerror(errno);
+    }
     rank0.join();
+    // Rank 1 never came.
     EXPECT_FALSE(joined.ok());
   }
+}
+
+// The same, deterministic: the connection is reset before it is accepted,
+// and gloo asks for the peer's address.
+TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedHasNoPeerAddress) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in loopback = {};
+  loopback.sin_family = AF_INET;
+  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(loopback);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&loopback), length), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  sockaddr_storage address = {};
+  ASSERT_EQ(
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_TRUE(ConnectAndReset(address)) << strerror(errno);
+  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  std::string peer;
+  EXPECT_NO_THROW(
+      peer = gloo::transport::tcp::Address::fromPeerName(accepted).str());
+  EXPECT_EQ(peer, "[none]");
+  close(accepted);
+  close(listener);
 }
 
 TEST(GlooCommunicatorTest, SubgroupsAreContiguousBlocks) {

@@ -32,8 +32,9 @@ Address Address::fromPeerName(int fd) {
       0) {
     return Address(peer);
   }
+  const int error = errno;
   // Any other failure is a descriptor gloo itself got wrong, as before.
-  GLOO_ENFORCE_EQ(errno, ENOTCONN, "getpeername: ", std::strerror(errno));
+  GLOO_ENFORCE_EQ(error, ENOTCONN, "getpeername: ", std::strerror(error));
   std::memset(&peer, 0, sizeof(peer));
   peer.ss_family = AF_UNSPEC;
   return Address(peer);

@@ -32,8 +32,9 @@ namespace distopt {
 
 struct ZeroOptions {
   // Parameters reach the other ranks through one flat bucket per (owner
-  // rank, dtype) instead of one broadcast per parameter (no effect when
-  // gradient_sharded: parameters are gathered in the gradients' buckets).
+  // rank, dtype) instead of one broadcast per parameter, small ones packed
+  // (no effect when gradient_sharded: parameters are gathered in the
+  // gradients' buckets).
   bool parameters_as_bucket_view = false;
   // Gradients are reduced bucket by bucket on a communication thread, so a
   // rank steps the parameters of one bucket while the next is reduced.
@@ -215,7 +216,8 @@ class ZeroOptimizer {
   // On the parameters' device, kept from step to step (a fresh buffer costs
   // its allocation on every step), each bounded by the bucket size: two
   // gradient buckets (one for overlap), a bucket's fp16/bf16 averages, and
-  // the bucket view's parameter bucket.
+  // the parameter bucket the owners broadcast (the bucket view's, or small
+  // parameters packed, at most 1 MiB, without it).
   DeviceBuffer gradient_scratch_[2];
   DeviceBuffer narrowed_scratch_;
   DeviceBuffer broadcast_scratch_;
