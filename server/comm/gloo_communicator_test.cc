@@ -279,7 +279,7 @@ bool ConnectAndReset(const sockaddr_storage& address) {
 // resets the connection at once (a port scanner, a peer whose rendezvous
 // was just cancelled), must not take the daemon down: gloo aborts the
 // process when the connection it accepts is gone before it asks its
-// address (gloo_peer_name.cc).
+// address (gloo_socket_addresses.cc).
 TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedIsNotACrash) {
   for (int round = 0; round < 5; ++round) {
     KeyValueStore store;
@@ -331,6 +331,37 @@ TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedHasNoPeerAddress) {
   EXPECT_EQ(peer, "[none]");
   close(accepted);
   close(listener);
+}
+
+// Leaves `byte` in the stack below its caller's frame, where the next
+// call's locals will be.
+__attribute__((noinline)) void DirtyTheStack(unsigned char byte) {
+  volatile unsigned char used[4096];
+  for (size_t i = 0; i < sizeof(used); ++i) used[i] = byte;
+}
+
+// What a rank publishes in the store for each pair is its listening
+// address and nothing else: the bytes of the sockaddr_storage past the
+// address are zeros, not whatever the stack held (pointers, the stack
+// protector's canary).
+TEST(GlooCommunicatorTest, APairsPublishedAddressHoldsNothingElse) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in loopback = {};
+  loopback.sin_family = AF_INET;
+  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(
+      bind(listener, reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback)),
+      0);
+  DirtyTheStack(0xa5);
+  const std::vector<char> bytes =
+      gloo::transport::tcp::Address::fromSockName(listener).bytes();
+  close(listener);
+  // sockaddr_storage, then the sequence number.
+  ASSERT_GE(bytes.size(), sizeof(sockaddr_storage));
+  for (size_t i = sizeof(sockaddr_in); i < sizeof(sockaddr_storage); ++i) {
+    EXPECT_EQ(bytes[i], 0) << "byte " << i;
+  }
 }
 
 TEST(GlooCommunicatorTest, SubgroupsAreContiguousBlocks) {
