@@ -252,6 +252,26 @@ TEST_F(GroupFailureTest, TheNextGroupCallReformsTheGroupByItself) {
   ExpectACorrectZeroStep();
 }
 
+// A rank whose peer stays away fails every group call, each trying to
+// re-form the group first: the error says what broke the round and the
+// latest re-form's failure, not every one since (it went into every
+// refusal and log line, growing with each call).
+TEST_F(GroupFailureTest, ReformsThatKeepFailingDoNotGrowTheError) {
+  BreakTheGroupOnRank1();
+  const std::string kReform = "re-forming the group as round";
+  for (int call = 0; call < 4; ++call) {
+    EXPECT_FALSE(Barrier(1, 300).ok());
+    const std::string error = Group(1).error();
+    EXPECT_THAT(error, HasSubstr("barrier")) << "the cause is kept";
+    int reforms = 0;
+    for (size_t at = error.find(kReform); at != std::string::npos;
+         at = error.find(kReform, at + 1)) {
+      ++reforms;
+    }
+    EXPECT_LE(reforms, 2) << "after call " << call << ": " << error;
+  }
+}
+
 // A ZeRO step keeps to the timeout of its optimizer: a rank stepping alone
 // gives up after it, not after --group_timeout.
 TEST_F(GroupFailureTest, AStepKeepsToItsOptimizersTimeout) {

@@ -19,6 +19,18 @@
 namespace distopt {
 namespace {
 
+// How a failed re-form starts its message, after what broke the round.
+constexpr absl::string_view kReformFailed = "re-forming the group as round ";
+
+// What broke the round, without the failed re-forms since: each failed
+// group call would otherwise add one more to the message (and to every
+// refusal and log line that quotes it), without end.
+absl::string_view CauseOf(absl::string_view message) {
+  const size_t reform = message.find(absl::StrCat("; ", kReformFailed));
+  return reform == absl::string_view::npos ? message
+                                           : message.substr(0, reform);
+}
+
 std::string DaemonKey(int rank) { return absl::StrCat("daemons/", rank); }
 
 // Where round `round`'s gloo rendezvous keeps its keys.
@@ -518,8 +530,8 @@ absl::Status GroupMembership::ReformLocked(absl::Duration timeout) {
   if (!connected.ok()) {
     round_failed_ = true;
     const absl::Status failure = absl::FailedPreconditionError(absl::StrCat(
-        previous.ok() ? "" : absl::StrCat(previous.message(), "; "),
-        "re-forming the group as round ", next, " failed on rank ", rank_, ": ",
+        previous.ok() ? "" : absl::StrCat(CauseOf(previous.message()), "; "),
+        kReformFailed, next, " failed on rank ", rank_, ": ",
         connected.message(),
         "; expected every rank to re-form it (GroupService.Reform, or the "
         "same group call, on every rank)"));
