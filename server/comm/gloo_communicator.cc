@@ -94,9 +94,13 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
       absl::Status status =
           store_->Wait(keys, std::max(slice, absl::Milliseconds(1)));
       if (status.ok()) return;
-      if (status.code() != absl::StatusCode::kDeadlineExceeded ||
-          absl::Now() >= deadline) {
-        Check(status);
+      if (status.code() != absl::StatusCode::kDeadlineExceeded) Check(status);
+      if (absl::Now() >= deadline) {
+        // The store names its last slice's wait; the rendezvous waited the
+        // whole timeout.
+        throw gloo::IoException(absl::StrCat("waited ",
+                                             absl::FormatDuration(timeout),
+                                             " in all: ", status.message()));
       }
     }
   }
