@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -18,7 +19,10 @@
 #include "absl/strings/str_replace.h"
 #include "common/testing/local_etcd.h"
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "proto/distopt/v1/group.grpc.pb.h"
+#include "proto/etcd/etcdserverpb/rpc.grpc.pb.h"
+#include "tests/group_calls.h"
 #include "tests/local_sgd_fixture.h"
 
 namespace distopt {
@@ -248,11 +252,53 @@ TEST_F(RankReplacementTest, ASecondDaemonForAHeldRankIsRefused) {
     return got.ok() && group.state() == v1::GroupInfo::FAILED;
   }));
   EXPECT_THAT(group.error(),
-              HasSubstr(absl::StrCat("rank 1 is held by the daemon at ",
-                                     addresses_[1])));
+              HasSubstr(absl::StrCat("rank 1 is held by the daemon at \"",
+                                     addresses_[1], "\"")));
   // The group itself is untouched.
   EXPECT_EQ(Group(1).state(), v1::GroupInfo::READY);
   EXPECT_EQ(Group(1).replacements_size(), 0);
+}
+
+// Whoever can write to etcd can put anything under the job's keys: a round
+// number no rank could have reached is not taken as the highest (the next
+// round after INT64_MAX overflowed, and the group ran as round -2^63).
+TEST_F(RankReplacementTest, ARoundSomeoneElseWroteIsIgnored) {
+  for (int r = 0; r < world_; ++r) {
+    ASSERT_TRUE(testing::PollUntil([&] {
+      return Group(r).state() == v1::GroupInfo::READY;
+    })) << Group(r).error();
+  }
+  auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
+      etcd_->endpoint(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  etcdserverpb::PutRequest put;
+  put.set_key("/distopt/job/rounds/2");
+  put.set_value("9223372036854775807");
+  etcdserverpb::PutResponse done;
+  ASSERT_TRUE(kv->Put(&context, put, &done).ok());
+  // Rank 1 is replaced (with no model: none is needed here).
+  ranks_[1]->Signal(SIGKILL);
+  ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(30)).ok());
+  ranks_[1] = testing::StartRankOrDie(RankFlags(1, world_));
+  ASSERT_NE(ranks_[1], nullptr);
+  addresses_[1] = ranks_[1]->address();
+  // The other ranks' next group call meets the replacement (which joins on
+  // its own) in a new round; the call itself is not run (see above).
+  std::vector<std::thread> calls;
+  for (int r : {0, 2}) {
+    calls.emplace_back([&, r] {
+      EXPECT_THAT(
+          testing::Barrier(*client_, addresses_[r], 20000).error_message(),
+          HasSubstr("re-formed as round 1 with rank 1"));
+    });
+  }
+  for (std::thread& call : calls) call.join();
+  for (int r = 0; r < world_; ++r) {
+    EXPECT_TRUE(testing::PollUntil([&] {
+      return Group(r).state() == v1::GroupInfo::READY;
+    })) << Group(r).error();
+    EXPECT_EQ(Group(r).round(), 1) << "rank " << r;
+  }
 }
 
 }  // namespace

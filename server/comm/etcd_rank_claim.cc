@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/quoted.h"
 
 namespace distopt {
 namespace {
@@ -29,8 +30,10 @@ absl::StatusOr<int64_t> EtcdRankClaim::TryClaim(EtcdRendezvousStore& store,
   // A read first: waiting for a held rank writes nothing to etcd.
   absl::StatusOr<std::optional<std::string>> holder_now = etcd.Get(key);
   if (!holder_now.ok()) return holder_now.status();
+  // Whoever can write to etcd can put anything there: the holder is
+  // quoted (escaped, and cut when long) wherever it is said.
   if (holder_now->has_value()) {
-    *held_by = **holder_now;
+    *held_by = Quoted(**holder_now);
     return 0;
   }
   // A lease per attempt: one granted while the rank was still held would
@@ -41,6 +44,7 @@ absl::StatusOr<int64_t> EtcdRankClaim::TryClaim(EtcdRendezvousStore& store,
   if (claimed.ok() && *claimed) return *lease;
   etcd.RevokeLease(*lease).IgnoreError();
   if (!claimed.ok()) return claimed.status();
+  *held_by = Quoted(*held_by);
   return 0;  // Held by *held_by.
 }
 

@@ -128,7 +128,7 @@ TEST_F(EtcdTest, ARankIsHeldByOneDaemonAndFreedWhenItLetsGo) {
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(second.status()));
   EXPECT_THAT(second.status().message(),
-              HasSubstr("rank 1 is held by the daemon at 10.0.0.1:5000"));
+              HasSubstr("rank 1 is held by the daemon at \"10.0.0.1:5000\""));
   // Another rank is free.
   EXPECT_TRUE(EtcdRankClaim::Acquire(*store, 0, "10.0.0.2:5000",
                                      absl::Seconds(2), absl::Seconds(1),
@@ -144,6 +144,25 @@ TEST_F(EtcdTest, ARankIsHeldByOneDaemonAndFreedWhenItLetsGo) {
   release.join();
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(*client_->Get(store->EtcdKey(RankClaimKey(1))), "10.0.0.3:5000");
+}
+
+// Anyone who can write to etcd can put anything in a rank's claim: a
+// megabyte of bytes that are not text is said escaped and cut, not copied
+// into the error (which travels in gRPC metadata and a log line per call).
+TEST_F(EtcdTest, AClaimHeldByGarbageSaysItQuoted) {
+  std::unique_ptr<EtcdRendezvousStore> store = Store("garbage");
+  std::string garbage(1 << 20, '\xff');
+  garbage[0] = '\n';
+  ASSERT_TRUE(client_->Put(store->EtcdKey(RankClaimKey(1)), garbage).ok());
+  absl::StatusOr<std::unique_ptr<EtcdRankClaim>> claim =
+      EtcdRankClaim::Acquire(*store, 1, "10.0.0.2:5000", absl::Seconds(2),
+                             absl::Milliseconds(300), nullptr);
+  ASSERT_FALSE(claim.ok());
+  EXPECT_LT(claim.status().message().size(), 1024u);
+  EXPECT_THAT(claim.status().message(), HasSubstr("(1048576 bytes)"));
+  for (char c : claim.status().message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(c);
+  }
 }
 
 // With no etcd there, a claim gives up at its timeout, not later, saying

@@ -19,6 +19,9 @@
 namespace distopt {
 namespace {
 
+// Far more rounds than a group re-forms in its life (one per failure).
+constexpr int64_t kMaxRound = int64_t{1} << 40;
+
 // How a failed re-form starts its message, after what broke the round.
 constexpr absl::string_view kReformFailed = "re-forming the group as round ";
 
@@ -248,7 +251,10 @@ int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
     absl::StatusOr<std::string> reached =
         store.Get(RoundKey(r), absl::Milliseconds(1));
     int64_t round = 0;
-    if (reached.ok() && absl::SimpleAtoi(*reached, &round)) {
+    // Only what a rank could have written counts: a value someone else
+    // put in etcd must not make the next round overflow.
+    if (reached.ok() && absl::SimpleAtoi(*reached, &round) && round >= 0 &&
+        round <= kMaxRound) {
       highest = std::max(highest, round);
     }
   }
