@@ -32,36 +32,6 @@ int MillisecondsUntil(absl::Time deadline) {
   return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
 }
 
-// Waits until `fd` is ready for `events`, up to `deadline`.
-bool AwaitReady(int fd, short events, absl::Time deadline) {
-  while (true) {
-    pollfd ready{fd, events, 0};
-    const int waited = poll(&ready, 1, MillisecondsUntil(deadline));
-    if (waited > 0) return true;
-    if (waited == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
-bool WriteAll(int fd, const std::string& bytes, absl::Time deadline) {
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + written, bytes.size() - written,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      written += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-        AwaitReady(fd, POLLOUT, deadline)) {
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
 std::string Reply(absl::string_view status, absl::string_view content_type,
                   const std::string& body, bool with_body) {
   return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
@@ -98,8 +68,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   int listener = -1;
   std::string error = "no address";
   for (addrinfo* a = found; a != nullptr && listener < 0; a = a->ai_next) {
+    // Non-blocking: Serve accepts until none is left, then polls.
     const int fd =
-        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+               a->ai_protocol);
     if (fd < 0) continue;
     const int on = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
@@ -164,72 +136,139 @@ std::string MetricsHttpServer::Render() const {
   return text.str();
 }
 
-void MetricsHttpServer::Serve() {
-  while (!stopping_) {
-    pollfd ready[2] = {{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(ready, 2, -1) < 0) continue;  // EINTR.
-    if (stopping_ || (ready[1].revents & POLLIN)) return;
-    const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) continue;
-    Answer(connection);
-    close(connection);
-  }
-}
-
-void MetricsHttpServer::Answer(int connection) const {
-  const absl::Time request_deadline = absl::Now() + kRequestTimeout;
-  std::string head;
-  char buffer[4096];
-  while (head.find("\r\n\r\n") == std::string::npos &&
-         head.find("\n\n") == std::string::npos) {
-    if (head.size() > kMaxRequestBytes) {
-      WriteAll(connection,
-               Reply("431 Request Header Fields Too Large", "text/plain",
-                     "request head too large\n", true),
-               absl::Now() + kReplyTimeout);
-      return;
-    }
-    if (!AwaitReady(connection, POLLIN, request_deadline)) return;
-    const ssize_t n = recv(connection, buffer, sizeof(buffer), MSG_DONTWAIT);
-    if (n == 0) return;
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return;
-    }
-    head.append(buffer, static_cast<size_t>(n));
-  }
-  const std::string first_line = head.substr(0, head.find('\n'));
-  const absl::string_view line = absl::StripAsciiWhitespace(first_line);
+std::string MetricsHttpServer::ReplyTo(absl::string_view head) const {
+  const absl::string_view line =
+      absl::StripAsciiWhitespace(head.substr(0, head.find('\n')));
   const std::vector<absl::string_view> parts =
       absl::StrSplit(line, ' ', absl::SkipEmpty());
-  const absl::Time reply_deadline = absl::Now() + kReplyTimeout;
   if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-    WriteAll(
-        connection,
-        Reply("400 Bad Request", "text/plain", "expected GET /metrics\n", true),
-        reply_deadline);
-    return;
+    return Reply("400 Bad Request", "text/plain", "expected GET /metrics\n",
+                 true);
   }
   const bool head_only = parts[0] == "HEAD";
   if (parts[0] != "GET" && !head_only) {
-    WriteAll(connection,
-             Reply("405 Method Not Allowed", "text/plain",
-                   "expected GET /metrics\n", true),
-             reply_deadline);
-    return;
+    return Reply("405 Method Not Allowed", "text/plain",
+                 "expected GET /metrics\n", true);
   }
   const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   if (path != "/metrics") {
-    WriteAll(connection,
-             Reply("404 Not Found", "text/plain", "metrics are at /metrics\n",
-                   !head_only),
-             reply_deadline);
-    return;
+    return Reply("404 Not Found", "text/plain", "metrics are at /metrics\n",
+                 !head_only);
   }
-  WriteAll(connection,
-           Reply("200 OK", "text/plain; version=0.0.4; charset=utf-8", Render(),
-                 !head_only),
-           reply_deadline);
+  return Reply("200 OK", "text/plain; version=0.0.4; charset=utf-8", Render(),
+               !head_only);
+}
+
+// One client's connection: its request head as it arrives, then the reply
+// as it leaves.
+struct MetricsHttpServer::Connection {
+  int fd = -1;
+  absl::Time accepted;
+  // Reading the head until then; writing the reply until then.
+  absl::Time deadline;
+  std::string head;
+  bool replying = false;
+  std::string reply;
+  size_t sent = 0;
+};
+
+void MetricsHttpServer::Serve() {
+  std::vector<Connection> connections;
+  // After accept fails for want of descriptors or memory, the listener
+  // rests a while (its queue keeps the clients) instead of spinning.
+  absl::Time listener_rests_until = absl::InfinitePast();
+  auto close_at = [&](size_t i) {
+    close(connections[i].fd);
+    connections[i] = std::move(connections.back());
+    connections.pop_back();
+  };
+  while (!stopping_) {
+    const absl::Time now = absl::Now();
+    for (size_t i = connections.size(); i-- > 0;) {
+      if (connections[i].deadline <= now) close_at(i);
+    }
+    absl::Time wake_at = absl::InfiniteFuture();
+    std::vector<pollfd> ready = {{wake_[0], POLLIN, 0}};
+    const bool listening = now >= listener_rests_until;
+    ready.push_back({listening ? listener_ : -1, POLLIN, 0});
+    if (!listening) wake_at = listener_rests_until;
+    for (const Connection& c : connections) {
+      ready.push_back(
+          {c.fd, static_cast<short>(c.replying ? POLLOUT : POLLIN), 0});
+      wake_at = std::min(wake_at, c.deadline);
+    }
+    const int timeout =
+        wake_at == absl::InfiniteFuture() ? -1 : MillisecondsUntil(wake_at);
+    if (poll(ready.data(), ready.size(), timeout) < 0) continue;  // EINTR.
+    if (stopping_ || (ready[0].revents & POLLIN)) break;
+    // Connections first (their indices match `ready` until one closes),
+    // from the last, so that closing one moves only those already seen.
+    for (size_t i = connections.size(); i-- > 0;) {
+      const short events = ready[i + 2].revents;
+      if (events == 0) continue;
+      if (!Advance(connections[i], events)) close_at(i);
+    }
+    if ((ready[1].revents & POLLIN) == 0) continue;
+    for (;;) {
+      const int fd =
+          accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM) {
+          listener_rests_until = absl::Now() + kListenerRest;
+        }
+        break;  // EAGAIN: none left; anything else: the client's trouble.
+      }
+      if (connections.size() == kMaxConnections) {
+        // The one that has sent least for longest gives way: clients that
+        // open connections and send nothing cannot lock scrapers out.
+        size_t oldest = 0;
+        for (size_t i = 1; i < connections.size(); ++i) {
+          if (connections[i].accepted < connections[oldest].accepted) {
+            oldest = i;
+          }
+        }
+        close_at(oldest);
+      }
+      Connection c;
+      c.fd = fd;
+      c.accepted = absl::Now();
+      c.deadline = c.accepted + kRequestTimeout;
+      connections.push_back(std::move(c));
+    }
+  }
+  for (const Connection& c : connections) close(c.fd);
+}
+
+bool MetricsHttpServer::Advance(Connection& c, short events) const {
+  if (c.replying) {
+    while (c.sent < c.reply.size()) {
+      const ssize_t n = send(c.fd, c.reply.data() + c.sent,
+                             c.reply.size() - c.sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+        continue;
+      }
+      return n < 0 && (errno == EINTR || errno == EAGAIN);
+    }
+    return false;  // All sent: the connection closes.
+  }
+  if ((events & (POLLIN | POLLHUP | POLLERR)) == 0) return true;
+  char buffer[4096];
+  const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
+  if (n == 0) return false;
+  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  c.head.append(buffer, static_cast<size_t>(n));
+  const bool whole = c.head.find("\r\n\r\n") != std::string::npos ||
+                     c.head.find("\n\n") != std::string::npos;
+  if (!whole && c.head.size() <= kMaxRequestBytes) return true;
+  c.reply = whole ? ReplyTo(c.head)
+                  : Reply("431 Request Header Fields Too Large", "text/plain",
+                          "request head too large\n", true);
+  c.head.clear();
+  c.replying = true;
+  c.deadline = absl::Now() + kReplyTimeout;
+  return Advance(c, POLLOUT);
 }
 
 }  // namespace distopt

@@ -8,11 +8,13 @@
 // (found by the Prometheus test). This server runs one thread with the
 // default stack.
 //
-// One connection at a time, each bounded: its request head must arrive
-// within kRequestTimeout and be at most kMaxRequestBytes, and the reply is
-// written within kReplyTimeout; then the connection is closed (Prometheus
-// reconnects per scrape). Anything but GET or HEAD is 405, any other path
-// 404.
+// One thread serves every connection at once (poll), each bounded: its
+// request head must arrive within kRequestTimeout and be at most
+// kMaxRequestBytes, and the reply is written within kReplyTimeout; then
+// the connection is closed (Prometheus reconnects per scrape). At most
+// kMaxConnections are open: a new one closes the oldest, so clients that
+// connect and send nothing slowly (or never) cannot keep scrapers out.
+// Anything but GET or HEAD is 405, any other path 404.
 #ifndef DISTOPT_SERVER_DAEMON_METRICS_HTTP_SERVER_H_
 #define DISTOPT_SERVER_DAEMON_METRICS_HTTP_SERVER_H_
 
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "prometheus/collectable.h"
 
@@ -33,6 +36,10 @@ class MetricsHttpServer {
   static constexpr absl::Duration kRequestTimeout = absl::Seconds(5);
   static constexpr absl::Duration kReplyTimeout = absl::Seconds(10);
   static constexpr size_t kMaxRequestBytes = 16 * 1024;
+  static constexpr size_t kMaxConnections = 64;
+  // How long the listener rests after accept found no descriptor (or
+  // memory) for a connection.
+  static constexpr absl::Duration kListenerRest = absl::Milliseconds(100);
 
   // Listens on `listen` (host:port; port 0 picks one) and serves until
   // destroyed. UNAVAILABLE naming `flag` when it cannot listen.
@@ -53,8 +60,13 @@ class MetricsHttpServer {
   MetricsHttpServer(
       int listener, std::string address,
       std::vector<std::weak_ptr<prometheus::Collectable>> collectables);
+  struct Connection;
   void Serve();
-  void Answer(int connection) const;
+  // Reads or writes what `events` allow; false once the connection is done
+  // (replied, gone, or broken).
+  bool Advance(Connection& connection, short events) const;
+  // The whole reply to a request head.
+  std::string ReplyTo(absl::string_view head) const;
 
   const int listener_;
   const std::string address_;

@@ -1,0 +1,128 @@
+// The daemon's /metrics endpoint as clients on the network meet it: a
+// scraper is answered while others hold connections open and send nothing
+// (or a byte at a time), more of them than the endpoint keeps; what is not
+// a GET of /metrics is refused with the HTTP status that says why.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/http_get.h"
+#include "gtest/gtest.h"
+#include "proto/distopt/v1/status.pb.h"
+#include "tests/worker_fixture.h"
+
+namespace distopt {
+namespace {
+
+// Opens a connection to 127.0.0.1:`port` and sends `bytes`; -1 on failure.
+int ConnectAndSend(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) !=
+          0 ||
+      send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The first line of the reply on `fd` ("HTTP/1.1 404 Not Found").
+std::string StatusLine(int fd) {
+  std::string reply;
+  char buffer[1024];
+  ssize_t n = 0;
+  while (reply.find("\r\n") == std::string::npos &&
+         (n = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  return reply.substr(0, reply.find("\r\n"));
+}
+
+class MetricsEndpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    worker_ = testing::StartWorkerOrDie({"--metrics_listen=127.0.0.1:0"});
+    ASSERT_NE(worker_, nullptr);
+    v1::GetStatusRequest request;
+    request.set_without_metrics(true);
+    absl::StatusOr<v1::WorkerStatus> status =
+        client_.GetStatus(worker_->address(), request);
+    ASSERT_TRUE(status.ok()) << status.status();
+    metrics_ = status->metrics_address();
+    ASSERT_TRUE(
+        absl::SimpleAtoi(metrics_.substr(metrics_.rfind(':') + 1), &port_))
+        << metrics_;
+  }
+
+  // A scrape, as Prometheus makes one: the time it took, or a failure.
+  absl::StatusOr<absl::Duration> Scrape() {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<testing::HttpReply> reply =
+        testing::HttpGet(metrics_, "/metrics", absl::Seconds(10));
+    if (!reply.ok()) return reply.status();
+    if (reply->status != 200 ||
+        !absl::StrContains(reply->body, "distopt_rpcs_total")) {
+      return absl::InternalError(absl::StrCat("status ", reply->status));
+    }
+    return absl::Now() - start;
+  }
+
+  Client client_;
+  std::unique_ptr<LocalWorker> worker_;
+  std::string metrics_;
+  int port_ = 0;
+};
+
+// Connections that send part of a request and stall (slowloris), more than
+// the endpoint keeps open: a scrape made meanwhile is answered at once, not
+// after their request timeouts, one after the other.
+TEST_F(MetricsEndpointTest, StalledClientsDoNotKeepScrapersOut) {
+  std::vector<int> stalled;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ConnectAndSend(port_, "GET /metr");
+    ASSERT_GE(fd, 0) << "connection " << i;
+    stalled.push_back(fd);
+  }
+  for (int scrape = 0; scrape < 3; ++scrape) {
+    absl::StatusOr<absl::Duration> took = Scrape();
+    ASSERT_TRUE(took.ok()) << took.status();
+    EXPECT_LT(*took, absl::Seconds(2)) << "scrape " << scrape;
+  }
+  for (int fd : stalled) close(fd);
+  // And afterwards.
+  EXPECT_TRUE(Scrape().ok());
+}
+
+TEST_F(MetricsEndpointTest, AnythingButGetOfMetricsIsRefusedWithItsStatus) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"POST /metrics HTTP/1.1\r\n\r\n", "405"},
+      {"GET /other HTTP/1.1\r\n\r\n", "404"},
+      {"GET /metrics\r\n\r\n", "400"},
+      {absl::StrCat("GET /metrics HTTP/1.1\r\nX: ", std::string(20000, 'x')),
+       "431"},
+      {"GET /metrics?x=1 HTTP/1.0\r\n\r\n", "200"},
+  };
+  for (const auto& [request, status] : cases) {
+    const int fd = ConnectAndSend(port_, request);
+    ASSERT_GE(fd, 0);
+    EXPECT_TRUE(absl::StrContains(StatusLine(fd), absl::StrCat(" ", status)))
+        << request.substr(0, 40);
+    close(fd);
+  }
+}
+
+}  // namespace
+}  // namespace distopt
