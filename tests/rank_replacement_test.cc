@@ -96,6 +96,41 @@ class RankReplacementTest : public LocalSgdTest {
     }
   }
 
+  // SIGKILLs rank 1's daemon and starts another, with no model (none is
+  // needed); the other ranks' next group call meets it in round 1 (the
+  // call itself is not run, see AKilledRankZeroIsReplaced...), and every
+  // rank is READY in round 1.
+  void ReplaceRank1AndMeetItInRound1() {
+    ranks_[1]->Signal(SIGKILL);
+    ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(30)).ok());
+    ranks_[1] = testing::StartRankOrDie(RankFlags(1, world_));
+    ASSERT_NE(ranks_[1], nullptr);
+    addresses_[1] = ranks_[1]->address();
+    std::vector<std::thread> calls;
+    for (int r : {0, 2}) {
+      calls.emplace_back([&, r] {
+        EXPECT_THAT(
+            testing::Barrier(*client_, addresses_[r], 20000).error_message(),
+            HasSubstr("re-formed as round 1 with rank 1"));
+      });
+    }
+    for (std::thread& call : calls) call.join();
+    for (int r = 0; r < world_; ++r) {
+      EXPECT_TRUE(testing::PollUntil([&] {
+        return Group(r).state() == v1::GroupInfo::READY;
+      })) << Group(r).error();
+      EXPECT_EQ(Group(r).round(), 1) << "rank " << r;
+    }
+  }
+
+  void AwaitEveryRankReady() {
+    for (int r = 0; r < world_; ++r) {
+      ASSERT_TRUE(testing::PollUntil([&] {
+        return Group(r).state() == v1::GroupInfo::READY;
+      })) << Group(r).error();
+    }
+  }
+
   std::unique_ptr<testing::LocalEtcd> etcd_;
   fs::path root_;
 };
@@ -263,11 +298,7 @@ TEST_F(RankReplacementTest, ASecondDaemonForAHeldRankIsRefused) {
 // number no rank could have reached is not taken as the highest (the next
 // round after INT64_MAX overflowed, and the group ran as round -2^63).
 TEST_F(RankReplacementTest, ARoundSomeoneElseWroteIsIgnored) {
-  for (int r = 0; r < world_; ++r) {
-    ASSERT_TRUE(testing::PollUntil([&] {
-      return Group(r).state() == v1::GroupInfo::READY;
-    })) << Group(r).error();
-  }
+  ASSERT_NO_FATAL_FAILURE(AwaitEveryRankReady());
   auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
       etcd_->endpoint(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
@@ -276,29 +307,32 @@ TEST_F(RankReplacementTest, ARoundSomeoneElseWroteIsIgnored) {
   put.set_value("9223372036854775807");
   etcdserverpb::PutResponse done;
   ASSERT_TRUE(kv->Put(&context, put, &done).ok());
-  // Rank 1 is replaced (with no model: none is needed here).
-  ranks_[1]->Signal(SIGKILL);
-  ASSERT_TRUE(ranks_[1]->Wait(absl::Seconds(30)).ok());
-  ranks_[1] = testing::StartRankOrDie(RankFlags(1, world_));
-  ASSERT_NE(ranks_[1], nullptr);
-  addresses_[1] = ranks_[1]->address();
-  // The other ranks' next group call meets the replacement (which joins on
-  // its own) in a new round; the call itself is not run (see above).
-  std::vector<std::thread> calls;
-  for (int r : {0, 2}) {
-    calls.emplace_back([&, r] {
-      EXPECT_THAT(
-          testing::Barrier(*client_, addresses_[r], 20000).error_message(),
-          HasSubstr("re-formed as round 1 with rank 1"));
-    });
-  }
-  for (std::thread& call : calls) call.join();
+  ASSERT_NO_FATAL_FAILURE(ReplaceRank1AndMeetItInRound1());
+}
+
+// etcd lost everything (restarted empty): each rank takes its hold again
+// once its lease is found gone, and writes its other keys again with it, so
+// that a rank replaced afterwards is met as after any replacement (without
+// them the replacement started at round 0, the others re-formed at round 1,
+// and every rank stayed FAILED until Reform on every rank).
+TEST_F(RankReplacementTest, AfterEtcdLostItsDataAReplacedRankIsMet) {
+  ASSERT_NO_FATAL_FAILURE(AwaitEveryRankReady());
+  ASSERT_TRUE(etcd_->RestartEmpty().ok());
+  // Each rank finds its lease gone at its next renewal (a third of the
+  // 5 s hold) and writes its keys again.
+  auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
+      etcd_->endpoint(), grpc::InsecureChannelCredentials()));
   for (int r = 0; r < world_; ++r) {
     EXPECT_TRUE(testing::PollUntil([&] {
-      return Group(r).state() == v1::GroupInfo::READY;
-    })) << Group(r).error();
-    EXPECT_EQ(Group(r).round(), 1) << "rank " << r;
+      grpc::ClientContext context;
+      etcdserverpb::RangeRequest range;
+      range.set_key(absl::StrCat("/distopt/job/rounds/", r));
+      etcdserverpb::RangeResponse found;
+      return kv->Range(&context, range, &found).ok() && found.kvs_size() == 1;
+    })) << "rank "
+        << r << "'s round was not written again";
   }
+  ASSERT_NO_FATAL_FAILURE(ReplaceRank1AndMeetItInRound1());
 }
 
 }  // namespace

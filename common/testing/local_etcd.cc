@@ -36,15 +36,20 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
   }
   etcd->folder_ = folder;
   const std::vector<int> ports = FreeLoopbackPorts(2);
-  const int client_port = ports[0];
-  const int peer_port = ports[1];
-  etcd->endpoint_ = absl::StrCat("127.0.0.1:", client_port);
-  const std::string client_url = "http://" + etcd->endpoint_;
-  const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port);
+  etcd->endpoint_ = absl::StrCat("127.0.0.1:", ports[0]);
+  etcd->peer_port_ = ports[1];
+  absl::Status running = etcd->Run();
+  if (!running.ok()) return running;
+  return etcd;
+}
+
+absl::Status LocalEtcd::Run() {
+  const std::string client_url = "http://" + endpoint_;
+  const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port_);
   const std::vector<std::string> args = {
       kEtcd,
       "--name=distopt-test",
-      "--data-dir=" + folder + "/data",
+      "--data-dir=" + folder_ + "/data",
       "--listen-client-urls=" + client_url,
       "--advertise-client-urls=" + client_url,
       "--listen-peer-urls=" + peer_url,
@@ -53,19 +58,19 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
       "--log-level=error",
       "--logger=zap",
   };
-  etcd->pid_ = StartProcess(args);
+  pid_ = StartProcess(args);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   // Listening comes before serving: /health says true once this member
   // is the cluster's leader.
   auto healthy = [&] {
-    absl::StatusOr<HttpReply> reply = HttpGet(etcd->endpoint_, "/health");
+    absl::StatusOr<HttpReply> reply = HttpGet(endpoint_, "/health");
     return reply.ok() &&
            reply->body.find("\"health\":\"true\"") != std::string::npos;
   };
   while (!healthy()) {
     int status = 0;
-    if (waitpid(etcd->pid_, &status, WNOHANG) == etcd->pid_) {
-      etcd->pid_ = -1;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
       return absl::UnavailableError(
           absl::StrCat("etcd exited at start-up (status ", status, ")"));
     }
@@ -74,7 +79,14 @@ absl::StatusOr<std::unique_ptr<LocalEtcd>> LocalEtcd::Start() {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return etcd;
+  return absl::OkStatus();
+}
+
+absl::Status LocalEtcd::RestartEmpty() {
+  StopProcess(pid_);
+  pid_ = -1;
+  std::system(("rm -rf '" + folder_ + "/data'").c_str());
+  return Run();
 }
 
 LocalEtcd::~LocalEtcd() {

@@ -30,11 +30,18 @@ class LocalEtcd {
     return "etcd://" + endpoint_ + "/" + job;
   }
 
+  // Stops etcd, removes its data, and starts it again on the same ports:
+  // an etcd that lost everything (its disk, or a cluster rebuilt).
+  absl::Status RestartEmpty();
+
  private:
   LocalEtcd() = default;
+  // Starts the process on the ports chosen, and waits until it serves.
+  absl::Status Run();
   pid_t pid_ = -1;
   std::string folder_;
   std::string endpoint_;
+  int peer_port_ = 0;
 };
 
 }  // namespace testing

@@ -108,6 +108,11 @@ EtcdRankClaim::~EtcdRankClaim() {
   }
 }
 
+void EtcdRankClaim::WhenTakenAgain(std::function<void()> republish) {
+  absl::MutexLock lock(&mutex_);
+  republish_ = std::move(republish);
+}
+
 void EtcdRankClaim::KeepAlive() {
   const absl::Duration period = ttl_ / 3;
   while (!stop_.WaitForNotificationWithTimeout(period)) {
@@ -129,6 +134,12 @@ void EtcdRankClaim::KeepAlive() {
       log::Warning("the hold on the rank expired and was taken again",
                    {{"rank", rank_}});
       lease_ = *lease;
+      std::function<void()> republish;
+      {
+        absl::MutexLock lock(&mutex_);
+        republish = republish_;
+      }
+      if (republish) republish();
       continue;
     }
     if (lease.ok()) {

@@ -16,7 +16,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "server/comm/etcd_rendezvous_store.h"
@@ -42,6 +44,12 @@ class EtcdRankClaim {
   // replacement took it. An expired hold nobody took is taken again.
   bool lost() const { return lost_.load(); }
 
+  // Called (on the renewing thread) each time an expired hold is taken
+  // again: etcd may have lost more than the hold (restarted empty), so
+  // whatever else the daemon keeps there is to be written again.
+  void WhenTakenAgain(std::function<void()> republish)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
  private:
   EtcdRankClaim(EtcdRendezvousStore& store, int rank, std::string holder,
                 int64_t lease, absl::Duration ttl);
@@ -59,6 +67,8 @@ class EtcdRankClaim {
   const absl::Duration ttl_;
   int64_t lease_;  // The keeper's, and the destructor's after it.
   std::atomic<bool> lost_{false};
+  absl::Mutex mutex_;
+  std::function<void()> republish_ ABSL_GUARDED_BY(mutex_);
   absl::Notification stop_;
   std::thread keeper_;
 };

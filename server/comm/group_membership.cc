@@ -228,6 +228,7 @@ absl::Status GroupMembership::OpenStoreLocked() {
     absl::Status published =
         in_etcd->Set(IncarnationKey(settings.rank), incarnation_);
     if (!published.ok()) return published;
+    (*claim)->WhenTakenAgain([this] { PublishAgain(); });
     claim_ = *std::move(claim);
     store = std::move(in_etcd);
   } else if (settings.rank0_address.empty()) {
@@ -243,6 +244,43 @@ absl::Status GroupMembership::OpenStoreLocked() {
   absl::MutexLock lock(&mutex_);
   store_ = std::move(store);
   return absl::OkStatus();
+}
+
+void GroupMembership::PublishAgain() {
+  RendezvousStore* store = nullptr;
+  GroupSettings settings;
+  bool joined = false;
+  int64_t round = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    store = store_.get();
+    settings = settings_;
+    joined = joined_;
+    round = round_;
+  }
+  if (store == nullptr) return;
+  // Without them a replacement of another rank would start at round 0
+  // while this rank re-forms at its next, and neither could tell the other
+  // was replaced: both would stay FAILED until Reform on every rank.
+  absl::Status published =
+      store->Set(IncarnationKey(settings.rank), incarnation_);
+  if (published.ok() && !settings.daemon_address.empty()) {
+    published = store->Set(DaemonKey(settings.rank), settings.daemon_address);
+  }
+  if (published.ok()) {
+    published =
+        store->Set(WorldSizeKey(settings.rank), absl::StrCat(world_size_));
+  }
+  if (published.ok() && joined) {
+    published = store->Set(RoundKey(settings.rank), absl::StrCat(round));
+  }
+  if (published.ok()) {
+    log::Warning("this rank's keys were written to etcd again",
+                 {{"rank", settings.rank}, {"round", round}});
+  } else {
+    log::Warning("writing this rank's keys to etcd again failed",
+                 {{"rank", settings.rank}, {"error", published.message()}});
+  }
 }
 
 int64_t GroupMembership::HighestRound(RendezvousStore& store) const {

@@ -180,6 +180,9 @@ class GroupMembership {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_);
   bool etcd() const { return etcd_; }
   // The highest round any rank connected (-1: none yet).
+  // Writes this rank's keys (incarnation, address, world size, round) to
+  // etcd again, after its hold there expired and was taken again.
+  void PublishAgain() ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t HighestRound(RendezvousStore& store) const;
   // Through rank 0's store (no etcd), a group only forms whole: a daemon
   // of rank R > 0 that finds a round already connected there is a restart
