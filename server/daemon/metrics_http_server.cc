@@ -179,7 +179,8 @@ void MetricsHttpServer::Serve() {
   absl::Time listener_rests_until = absl::InfinitePast();
   auto close_at = [&](size_t i) {
     close(connections[i].fd);
-    connections[i] = std::move(connections.back());
+    if (i + 1 < connections.size())
+      connections[i] = std::move(connections.back());
     connections.pop_back();
   };
   while (!stopping_) {
@@ -209,7 +210,10 @@ void MetricsHttpServer::Serve() {
       if (!Advance(connections[i], events)) close_at(i);
     }
     if ((ready[1].revents & POLLIN) == 0) continue;
-    for (;;) {
+    // A few per round: every connection accepted is polled at least once
+    // before as many more could push it out (a flood of connects would
+    // otherwise keep this loop accepting and evicting).
+    for (size_t accepted = 0; accepted < kAcceptsPerRound; ++accepted) {
       const int fd =
           accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
@@ -220,13 +224,21 @@ void MetricsHttpServer::Serve() {
         break;  // EAGAIN: none left; anything else: the client's trouble.
       }
       if (connections.size() == kMaxConnections) {
-        // The one that has sent least for longest gives way: clients that
-        // open connections and send nothing cannot lock scrapers out.
-        size_t oldest = 0;
-        for (size_t i = 1; i < connections.size(); ++i) {
-          if (connections[i].accepted < connections[oldest].accepted) {
+        // The oldest still sending its request head gives way: clients
+        // that open connections and send nothing cannot lock scrapers out,
+        // and a reply being written is finished (with every one replying,
+        // the new connection is closed: it can come again).
+        size_t oldest = connections.size();
+        for (size_t i = 0; i < connections.size(); ++i) {
+          if (!connections[i].replying &&
+              (oldest == connections.size() ||
+               connections[i].accepted < connections[oldest].accepted)) {
             oldest = i;
           }
+        }
+        if (oldest == connections.size()) {
+          close(fd);
+          continue;
         }
         close_at(oldest);
       }
@@ -258,9 +270,12 @@ bool MetricsHttpServer::Advance(Connection& c, short events) const {
   const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
   if (n == 0) return false;
   if (n < 0) return errno == EINTR || errno == EAGAIN;
+  // Where the end of the head may begin: only the bytes new since the last
+  // look, and the three before them.
+  const size_t from = c.head.size() < 3 ? 0 : c.head.size() - 3;
   c.head.append(buffer, static_cast<size_t>(n));
-  const bool whole = c.head.find("\r\n\r\n") != std::string::npos ||
-                     c.head.find("\n\n") != std::string::npos;
+  const bool whole = c.head.find("\r\n\r\n", from) != std::string::npos ||
+                     c.head.find("\n\n", from) != std::string::npos;
   if (!whole && c.head.size() <= kMaxRequestBytes) return true;
   c.reply = whole ? ReplyTo(c.head)
                   : Reply("431 Request Header Fields Too Large", "text/plain",

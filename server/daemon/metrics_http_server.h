@@ -12,8 +12,10 @@
 // request head must arrive within kRequestTimeout and be at most
 // kMaxRequestBytes, and the reply is written within kReplyTimeout; then
 // the connection is closed (Prometheus reconnects per scrape). At most
-// kMaxConnections are open: a new one closes the oldest, so clients that
-// connect and send nothing slowly (or never) cannot keep scrapers out.
+// kMaxConnections are open: a new one closes the oldest still sending its
+// request, so clients that connect and send nothing slowly (or never)
+// cannot keep scrapers out; at most kAcceptsPerRound are accepted between
+// two polls, so a flood of connects cannot push one out unserved.
 // Anything but GET or HEAD is 405, any other path 404.
 #ifndef DISTOPT_SERVER_DAEMON_METRICS_HTTP_SERVER_H_
 #define DISTOPT_SERVER_DAEMON_METRICS_HTTP_SERVER_H_
@@ -37,6 +39,7 @@ class MetricsHttpServer {
   static constexpr absl::Duration kReplyTimeout = absl::Seconds(10);
   static constexpr size_t kMaxRequestBytes = 16 * 1024;
   static constexpr size_t kMaxConnections = 64;
+  static constexpr size_t kAcceptsPerRound = 16;
   // How long the listener rests after accept found no descriptor (or
   // memory) for a connection.
   static constexpr absl::Duration kListenerRest = absl::Milliseconds(100);
