@@ -123,6 +123,19 @@ class RankReplacementTest : public LocalSgdTest {
     }
   }
 
+  // Puts `value` at `key` of the job in etcd, as another writer would.
+  void PutInEtcd(const std::string& key, const std::string& value) {
+    auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
+        etcd_->endpoint(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    etcdserverpb::PutRequest put;
+    put.set_key("/distopt/job/" + key);
+    put.set_value(value);
+    etcdserverpb::PutResponse done;
+    ASSERT_TRUE(kv->Put(&context, put, &done).ok());
+  }
+
   void AwaitEveryRankReady() {
     for (int r = 0; r < world_; ++r) {
       ASSERT_TRUE(testing::PollUntil([&] {
@@ -299,14 +312,7 @@ TEST_F(RankReplacementTest, ASecondDaemonForAHeldRankIsRefused) {
 // round after INT64_MAX overflowed, and the group ran as round -2^63).
 TEST_F(RankReplacementTest, ARoundSomeoneElseWroteIsIgnored) {
   ASSERT_NO_FATAL_FAILURE(AwaitEveryRankReady());
-  auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
-      etcd_->endpoint(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  etcdserverpb::PutRequest put;
-  put.set_key("/distopt/job/rounds/2");
-  put.set_value("9223372036854775807");
-  etcdserverpb::PutResponse done;
-  ASSERT_TRUE(kv->Put(&context, put, &done).ok());
+  ASSERT_NO_FATAL_FAILURE(PutInEtcd("rounds/2", "9223372036854775807"));
   ASSERT_NO_FATAL_FAILURE(ReplaceRank1AndMeetItInRound1());
 }
 
@@ -325,6 +331,7 @@ TEST_F(RankReplacementTest, AfterEtcdLostItsDataAReplacedRankIsMet) {
   for (int r = 0; r < world_; ++r) {
     EXPECT_TRUE(testing::PollUntil([&] {
       grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
       etcdserverpb::RangeRequest range;
       range.set_key(absl::StrCat("/distopt/job/rounds/", r));
       etcdserverpb::RangeResponse found;
@@ -333,6 +340,24 @@ TEST_F(RankReplacementTest, AfterEtcdLostItsDataAReplacedRankIsMet) {
         << r << "'s round was not written again";
   }
   ASSERT_NO_FATAL_FAILURE(ReplaceRank1AndMeetItInRound1());
+}
+
+// Another writer's value in a rank's daemon address (a megabyte of bytes
+// that are not text) is quoted where the group names that rank, as lost:
+// the call's error stays small and GetGroup still answers.
+TEST_F(RankReplacementTest, ADaemonAddressSomeoneElseWroteIsQuoted) {
+  ASSERT_NO_FATAL_FAILURE(AwaitEveryRankReady());
+  ASSERT_NO_FATAL_FAILURE(PutInEtcd("daemons/2", std::string(1 << 20, '\xff')));
+  ranks_[2]->Signal(SIGKILL);
+  ASSERT_TRUE(ranks_[2]->Wait(absl::Seconds(30)).ok());
+  // Named in the call's error, which travels in gRPC metadata.
+  const grpc::Status barrier = testing::Barrier(*client_, addresses_[0], 1000);
+  EXPECT_FALSE(barrier.ok());
+  EXPECT_THAT(barrier.error_message(), HasSubstr("rank 2 (\""));
+  EXPECT_THAT(barrier.error_message(), HasSubstr("(1048576 bytes)"));
+  EXPECT_LT(barrier.error_message().size(), 4096u);
+  EXPECT_TRUE(client_->GetGroup(addresses_[0]).ok());
+  ranks_[2].reset();  // Killed: nothing to stop.
 }
 
 }  // namespace

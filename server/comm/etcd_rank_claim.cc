@@ -108,18 +108,32 @@ EtcdRankClaim::~EtcdRankClaim() {
   }
 }
 
-void EtcdRankClaim::WhenTakenAgain(std::function<void()> republish) {
+void EtcdRankClaim::WhenTakenAgain(std::function<bool()> republish) {
   absl::MutexLock lock(&mutex_);
   republish_ = std::move(republish);
 }
 
 void EtcdRankClaim::KeepAlive() {
   const absl::Duration period = ttl_ / 3;
+  // Set once the hold was taken again, until the daemon's other keys are
+  // written again.
+  bool republish_pending = false;
+  auto republish = [&] {
+    std::function<bool()> call;
+    {
+      absl::MutexLock lock(&mutex_);
+      call = republish_;
+    }
+    republish_pending = call && !call();
+  };
   while (!stop_.WaitForNotificationWithTimeout(period)) {
     // A renewal that takes longer than its period is as good as lost.
     absl::Status renewed = store_.client().KeepAlive(
         lease_, std::max(period, absl::Milliseconds(500)));
-    if (renewed.ok()) continue;
+    if (renewed.ok()) {
+      if (republish_pending) republish();
+      continue;
+    }
     if (!absl::IsNotFound(renewed)) {
       log::Warning("renewing the hold on the rank failed",
                    {{"rank", rank_}, {"error", renewed.message()}});
@@ -134,12 +148,7 @@ void EtcdRankClaim::KeepAlive() {
       log::Warning("the hold on the rank expired and was taken again",
                    {{"rank", rank_}});
       lease_ = *lease;
-      std::function<void()> republish;
-      {
-        absl::MutexLock lock(&mutex_);
-        republish = republish_;
-      }
-      if (republish) republish();
+      republish();
       continue;
     }
     if (lease.ok()) {

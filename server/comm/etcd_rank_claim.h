@@ -44,10 +44,11 @@ class EtcdRankClaim {
   // replacement took it. An expired hold nobody took is taken again.
   bool lost() const { return lost_.load(); }
 
-  // Called (on the renewing thread) each time an expired hold is taken
-  // again: etcd may have lost more than the hold (restarted empty), so
-  // whatever else the daemon keeps there is to be written again.
-  void WhenTakenAgain(std::function<void()> republish)
+  // Called (on the renewing thread) when an expired hold was taken again,
+  // and at each renewal after until it returns true: etcd may have lost
+  // more than the hold (restarted empty), so whatever else the daemon
+  // keeps there is to be written again.
+  void WhenTakenAgain(std::function<bool()> republish)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
@@ -68,7 +69,7 @@ class EtcdRankClaim {
   int64_t lease_;  // The keeper's, and the destructor's after it.
   std::atomic<bool> lost_{false};
   absl::Mutex mutex_;
-  std::function<void()> republish_ ABSL_GUARDED_BY(mutex_);
+  std::function<bool()> republish_ ABSL_GUARDED_BY(mutex_);
   absl::Notification stop_;
   std::thread keeper_;
 };

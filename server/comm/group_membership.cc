@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/quoted.h"
 #include "server/comm/etcd_rendezvous_store.h"
 #include "server/comm/forwarding_communicator.h"
 #include "server/comm/gloo_communicator.h"
@@ -48,6 +49,20 @@ std::string WorldSizeKey(int rank) {
 
 // The last round rank `rank` connected, for the ranks that re-form.
 std::string RoundKey(int rank) { return absl::StrCat("rounds/", rank); }
+
+// Rank r's daemon address, as the store holds it: a value that is not an
+// address (another writer's, under etcd) is quoted (escaped and cut), as
+// it goes into GetGroup, errors and logs.
+absl::StatusOr<std::string> DaemonAddressOf(RendezvousStore& store, int r,
+                                            absl::Duration timeout) {
+  absl::StatusOr<std::string> value = store.Get(DaemonKey(r), timeout);
+  if (!value.ok()) return value;
+  const bool address_like =
+      !value->empty() && value->size() <= 256 &&
+      std::all_of(value->begin(), value->end(),
+                  [](char c) { return c > ' ' && c < 0x7f; });
+  return address_like ? *value : Quoted(*value);
+}
 
 // The daemon that serves rank `rank` now (see Incarnation).
 std::string IncarnationKey(int rank) {
@@ -228,7 +243,7 @@ absl::Status GroupMembership::OpenStoreLocked() {
     absl::Status published =
         in_etcd->Set(IncarnationKey(settings.rank), incarnation_);
     if (!published.ok()) return published;
-    (*claim)->WhenTakenAgain([this] { PublishAgain(); });
+    (*claim)->WhenTakenAgain([this] { return PublishAgain(); });
     claim_ = *std::move(claim);
     store = std::move(in_etcd);
   } else if (settings.rank0_address.empty()) {
@@ -246,19 +261,17 @@ absl::Status GroupMembership::OpenStoreLocked() {
   return absl::OkStatus();
 }
 
-void GroupMembership::PublishAgain() {
+bool GroupMembership::PublishAgain() {
   RendezvousStore* store = nullptr;
   GroupSettings settings;
-  bool joined = false;
-  int64_t round = 0;
+  int64_t round = -1;
   {
     absl::MutexLock lock(&mutex_);
     store = store_.get();
     settings = settings_;
-    joined = joined_;
-    round = round_;
+    round = reached_round_;
   }
-  if (store == nullptr) return;
+  if (store == nullptr) return false;
   // Without them a replacement of another rank would start at round 0
   // while this rank re-forms at its next, and neither could tell the other
   // was replaced: both would stay FAILED until Reform on every rank.
@@ -271,16 +284,19 @@ void GroupMembership::PublishAgain() {
     published =
         store->Set(WorldSizeKey(settings.rank), absl::StrCat(world_size_));
   }
-  if (published.ok() && joined) {
+  if (published.ok() && round >= 0) {
     published = store->Set(RoundKey(settings.rank), absl::StrCat(round));
   }
   if (published.ok()) {
     log::Warning("this rank's keys were written to etcd again",
                  {{"rank", settings.rank}, {"round", round}});
   } else {
-    log::Warning("writing this rank's keys to etcd again failed",
-                 {{"rank", settings.rank}, {"error", published.message()}});
+    log::Warning(
+        "writing this rank's keys to etcd again failed (tried "
+        "again at the next renewal)",
+        {{"rank", settings.rank}, {"error", published.message()}});
   }
+  return published.ok();
 }
 
 int64_t GroupMembership::HighestRound(RendezvousStore& store) const {
@@ -353,7 +369,7 @@ void GroupMembership::NoteMembersLocked(int64_t round) {
         store->Get(IncarnationKey(r), absl::Milliseconds(1));
     if (incarnation.ok()) incarnations[r] = *incarnation;
     absl::StatusOr<std::string> address =
-        store->Get(DaemonKey(r), absl::Milliseconds(1));
+        DaemonAddressOf(*store, r, absl::Milliseconds(1));
     if (address.ok()) addresses[r] = *address;
   }
   absl::MutexLock lock(&mutex_);
@@ -490,6 +506,10 @@ absl::Status GroupMembership::ConnectLocked(int64_t round,
   }
   // Best effort: the ranks that re-form start after the highest round any
   // rank reached, and the previous round's address is no longer read.
+  {
+    absl::MutexLock lock(&mutex_);
+    reached_round_ = std::max(reached_round_, round);
+  }
   store->Set(RoundKey(options.rank), absl::StrCat(round)).IgnoreError();
   if (round > 0) {
     GlooOptions previous = options;
@@ -709,7 +729,7 @@ absl::StatusOr<int> GroupMembership::RanksOnThisHost(absl::Duration timeout) {
   std::vector<std::string> hosts;
   for (int r = 0; r < world_size_; ++r) {
     absl::StatusOr<std::string> address =
-        store->Get(DaemonKey(r), absl::Seconds(1));
+        DaemonAddressOf(*store, r, absl::Seconds(1));
     if (!address.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "group: rank ", r, " published no address (",
@@ -750,7 +770,7 @@ absl::Status GroupMembership::NameLostRanks(const absl::Status& failure) {
     if (r == rank_) continue;
     // The store is rank 0's: if rank 0 is gone, so is the address book.
     absl::StatusOr<std::string> address =
-        store->Get(DaemonKey(r), absl::Seconds(1));
+        DaemonAddressOf(*store, r, absl::Seconds(1));
     if (address.ok() && AcceptsConnections(*address, absl::Seconds(1))) {
       continue;
     }

@@ -179,10 +179,11 @@ class GroupMembership {
   absl::Status OpenStoreLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(collective_mutex_);
   bool etcd() const { return etcd_; }
-  // The highest round any rank connected (-1: none yet).
   // Writes this rank's keys (incarnation, address, world size, round) to
-  // etcd again, after its hold there expired and was taken again.
-  void PublishAgain() ABSL_LOCKS_EXCLUDED(mutex_);
+  // etcd again, after its hold there expired and was taken again: false
+  // when a write failed (asked again at the next renewal).
+  bool PublishAgain() ABSL_LOCKS_EXCLUDED(mutex_);
+  // The highest round any rank connected (-1: none yet).
   int64_t HighestRound(RendezvousStore& store) const;
   // Through rank 0's store (no etcd), a group only forms whole: a daemon
   // of rank R > 0 that finds a round already connected there is a restart
@@ -231,6 +232,9 @@ class GroupMembership {
   absl::Status error_ ABSL_GUARDED_BY(mutex_);
   bool joined_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t round_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The highest round this rank connected (-1: none yet), as written to
+  // the store before round_ moves on.
+  int64_t reached_round_ ABSL_GUARDED_BY(mutex_) = -1;
   std::vector<int> lost_ranks_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<RendezvousStore> store_ ABSL_GUARDED_BY(mutex_);
   GroupSettings settings_ ABSL_GUARDED_BY(mutex_);
