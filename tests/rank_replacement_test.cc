@@ -123,17 +123,21 @@ class RankReplacementTest : public LocalSgdTest {
     }
   }
 
+  // etcd's key-value service, read and written as another client would.
+  std::unique_ptr<etcdserverpb::KV::Stub> EtcdKv() const {
+    return etcdserverpb::KV::NewStub(grpc::CreateChannel(
+        etcd_->endpoint(), grpc::InsecureChannelCredentials()));
+  }
+
   // Puts `value` at `key` of the job in etcd, as another writer would.
   void PutInEtcd(const std::string& key, const std::string& value) {
-    auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
-        etcd_->endpoint(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     etcdserverpb::PutRequest put;
     put.set_key("/distopt/job/" + key);
     put.set_value(value);
     etcdserverpb::PutResponse done;
-    ASSERT_TRUE(kv->Put(&context, put, &done).ok());
+    ASSERT_TRUE(EtcdKv()->Put(&context, put, &done).ok());
   }
 
   void AwaitEveryRankReady() {
@@ -326,8 +330,7 @@ TEST_F(RankReplacementTest, AfterEtcdLostItsDataAReplacedRankIsMet) {
   ASSERT_TRUE(etcd_->RestartEmpty().ok());
   // Each rank finds its lease gone at its next renewal (a third of the
   // 5 s hold) and writes its keys again.
-  auto kv = etcdserverpb::KV::NewStub(grpc::CreateChannel(
-      etcd_->endpoint(), grpc::InsecureChannelCredentials()));
+  const std::unique_ptr<etcdserverpb::KV::Stub> kv = EtcdKv();
   for (int r = 0; r < world_; ++r) {
     EXPECT_TRUE(testing::PollUntil([&] {
       grpc::ClientContext context;

@@ -263,6 +263,20 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
   EXPECT_LT(took, absl::Seconds(15)) << survivor;
 }
 
+// A TCP socket bound to a free loopback port; -1 on failure.
+int LoopbackSocket() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in loopback = {};
+  loopback.sin_family = AF_INET;
+  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Connects to `address` and resets the connection at once (a close that
 // lingers 0 s), as a port scanner or a peer whose rendezvous failed does.
 bool ConnectAndReset(const sockaddr_storage& address) {
@@ -314,15 +328,11 @@ TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedIsNotACrash) {
 // The same, deterministic: the connection is reset before it is accepted,
 // and gloo asks for the peer's address.
 TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedHasNoPeerAddress) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = LoopbackSocket();
   ASSERT_GE(listener, 0);
-  sockaddr_in loopback = {};
-  loopback.sin_family = AF_INET;
-  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(loopback);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&loopback), length), 0);
   ASSERT_EQ(listen(listener, 4), 0);
   sockaddr_storage address = {};
+  socklen_t length = sizeof(address);
   ASSERT_EQ(
       getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
   ASSERT_TRUE(ConnectAndReset(address)) << strerror(errno);
@@ -348,14 +358,8 @@ __attribute__((noinline)) void DirtyTheStack(unsigned char byte) {
 // address are zeros, not whatever the stack held (pointers, the stack
 // protector's canary).
 TEST(GlooCommunicatorTest, APairsPublishedAddressHoldsNothingElse) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  const int listener = LoopbackSocket();
   ASSERT_GE(listener, 0);
-  sockaddr_in loopback = {};
-  loopback.sin_family = AF_INET;
-  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(
-      bind(listener, reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback)),
-      0);
   DirtyTheStack(0xa5);
   const std::vector<char> bytes =
       gloo::transport::tcp::Address::fromSockName(listener).bytes();

@@ -141,7 +141,8 @@ class CallObserver : public grpc::experimental::Interceptor {
   CallObserverFactory::MethodMetrics* const stream_steps_;
   grpc::ServerContextBase* const context_;
   const metrics::Stopwatch timer_;
-  absl::Time step_began_ = absl::Now();
+  // When the stream step being answered arrived (stream steps only).
+  absl::Time step_began_;
   size_t received_ = 0;
   size_t sent_ = 0;
 };
