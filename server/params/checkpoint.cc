@@ -31,8 +31,8 @@
 #include "common/shape.h"
 #include "common/wire_parameter.h"
 #include "server/params/checkpoint_index.pb.h"
+#include "server/params/checkpoint_read.h"
 #include "server/params/parameter_locks.h"
-#include "server/params/two_stage_pipeline.h"
 
 namespace distopt {
 namespace {
@@ -56,16 +56,6 @@ constexpr char kValuesName[] = "values.bin";
 // copied and checksummed (so a large parameter never needs a host copy of
 // its whole size, and the disk and the CPU work at once).
 constexpr size_t kBlockBytes = size_t{8} << 20;
-// A restore reads in smaller blocks, one read while the one before is
-// checksummed: the two overlap except for a value's first and last block.
-constexpr size_t kReadBlockBytes = size_t{4} << 20;
-// Blocks a restore of device values stages through host memory.
-constexpr size_t kStagingBlocks = 4;
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it.
-#endif
-
 // The k-th checkpoint before the newest (k >= 1).
 fs::path Previous(const fs::path& root, int k) {
   return root / absl::StrCat("parameters.", k);
@@ -355,25 +345,6 @@ struct Verified {
   std::vector<ParameterInfo> infos;
 };
 
-absl::Status Damaged(const fs::path& path, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(path.string(), ": ", what));
-}
-
-// A file that cannot be opened or read: damage when it is not there, but
-// not when this process may not or cannot read it now (permissions, too
-// many open files, an I/O error): that fails the restore and leaves the
-// checkpoint as it is, rather than setting it aside as damaged.
-absl::Status Unreadable(const fs::path& path, int error) {
-  if (error == ENOENT) return Damaged(path, "missing");
-  // What an edit of the folder left (a file, or a link to one, where a
-  // checkpoint's folder should be; links in a loop): lasting, not "now".
-  if (error == ENOTDIR) return Damaged(path, "its folder is not a folder");
-  if (error == ELOOP) return Damaged(path, "a loop of symbolic links");
-  return absl::InternalError(
-      absl::StrCat("cannot read ", path.string(), ": ", std::strerror(error),
-                   " (the checkpoint is left as it is)"));
-}
-
 // The size of `path`, whose `status` was just read: damage unless it is a
 // regular file (a folder, a FIFO or a device: a link to /dev/zero holds no
 // checkpoint, however much it gives).
@@ -386,7 +357,7 @@ absl::StatusOr<uint64_t> RegularSize(const fs::path& path,
                      : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
                      : S_ISSOCK(mode)                 ? "a socket"
                                                       : "not a plain file";
-  return Damaged(
+  return DamagedFile(
       path, absl::StrCat(what, " where a file of the checkpoint should be"));
 }
 
@@ -394,7 +365,7 @@ absl::StatusOr<uint64_t> RegularSize(const fs::path& path,
 // is missing or not a regular file.
 absl::StatusOr<uint64_t> RegularFileSize(const fs::path& path) {
   struct stat status;
-  if (stat(path.c_str(), &status) != 0) return Unreadable(path, errno);
+  if (stat(path.c_str(), &status) != 0) return UnreadableFile(path, errno);
   return RegularSize(path, status);
 }
 
@@ -412,161 +383,11 @@ bool IsSectionName(absl::string_view name) {
   });
 }
 
-// Tells the kernel that [offset, offset + length) of `fd` is wanted, in
-// order: it reads it ahead at the disk's pace while blocks are checksummed
-// and copied (one read at a time, as here, leaves a fast disk idle between
-// them). Only a hint.
-void WillReadInOrder(int fd, uint64_t offset, uint64_t length) {
-  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
-                POSIX_FADV_SEQUENTIAL);
-  posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
-                POSIX_FADV_WILLNEED);
-}
-
-// Reads `size` bytes of `path` at `offset` into `into`.
-absl::Status ReadExactly(int fd, const fs::path& path, uint64_t offset,
-                         size_t size, char* into) {
-  for (size_t done = 0; done < size;) {
-    const ssize_t n =
-        pread(fd, into + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Unreadable(path, errno);
-    if (n == 0) return Damaged(path, "shorter than its index says");
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-// Reads [offset, offset + length) of `path` onto the device memory at
-// `device` (of `backend`) through a ring of kStagingBlocks host blocks in
-// `*staging` (kept for the next value), and continues the crc32 in `*crc` over
-// it: a block is read on a helper thread while the calling thread checksums the
-// one before and copies it to the device, at most the ring's size ahead (block
-// k and block k + kStagingBlocks share a host block).
-absl::Status ReadToDevice(int fd, const fs::path& path, uint64_t offset,
-                          uint64_t length, Backend& backend, char* device,
-                          std::vector<char>* staging, uint32_t* crc) {
-  if (length == 0) return absl::OkStatus();
-  staging->resize(kStagingBlocks * kReadBlockBytes);
-  const size_t blocks =
-      static_cast<size_t>((length + kReadBlockBytes - 1) / kReadBlockBytes);
-  auto size_of = [&](size_t k) {
-    return static_cast<size_t>(
-        std::min<uint64_t>(kReadBlockBytes, length - k * kReadBlockBytes));
-  };
-  auto host_block = [&](size_t k) {
-    return staging->data() + k % kStagingBlocks * kReadBlockBytes;
-  };
-  WillReadInOrder(fd, offset, length);
-  return RunTwoStages(
-      blocks, kStagingBlocks,
-      [&](size_t k) {
-        return ReadExactly(fd, path, offset + k * kReadBlockBytes, size_of(k),
-                           host_block(k));
-      },
-      [&](size_t k) {
-        *crc = Crc32(*crc, host_block(k), size_of(k));
-        return backend.CopyFromHost(device + k * kReadBlockBytes, host_block(k),
-                                    size_of(k));
-      });
-}
-
-// Maps the pages within [data, data + size) of host memory writable
-// without changing what they hold (MADV_POPULATE_WRITE, Linux 5.14): false
-// where the kernel cannot.
-bool FaultIn(char* data, size_t size) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin =
-      (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
-  const uintptr_t end =
-      (reinterpret_cast<uintptr_t>(data) + size) / page * page;
-  if (end <= begin) return true;
-  return madvise(reinterpret_cast<void*>(begin), end - begin,
-                 MADV_POPULATE_WRITE) == 0;
-}
-
-// Reads the bytes of `path` from `offset` on, in order, straight into
-// `destinations` (host memory), and continues the crc32 in `*crc` over
-// them. Blocks of kReadBlockBytes, which may span several destinations,
-// are read on a helper thread while the calling thread checksums the block
-// before (RunTwoStages): the two overlap but for the first block's read
-// and the last one's checksum.
-//
-// The destinations are mostly fresh memory (restored tensors), whose first
-// touch costs a page fault and a cleared page per page: more than the
-// copy, on some machines (a VM whose host backs memory lazily) several
-// times more. So while the calling thread waits for a block, it faults in
-// the memory of the blocks after it, 2 MiB (a huge page) at a time, and
-// the two threads share that cost. Where the reader is ahead, the pages
-// are already there and faulting them in again is cheap.
-absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
-                           absl::Span<const absl::Span<char>> destinations,
-                           uint32_t* crc) {
-  // Block k's pieces: the parts of the destinations that hold its bytes.
-  std::vector<std::vector<absl::Span<char>>> blocks;
-  uint64_t length = 0;
-  size_t in_block = kReadBlockBytes;
-  for (absl::Span<char> destination : destinations) {
-    for (size_t done = 0; done < destination.size();) {
-      if (in_block == kReadBlockBytes) {
-        blocks.emplace_back();
-        in_block = 0;
-      }
-      const size_t take =
-          std::min(destination.size() - done, kReadBlockBytes - in_block);
-      blocks.back().push_back(destination.subspan(done, take));
-      done += take;
-      in_block += take;
-    }
-    length += destination.size();
-  }
-  if (length == 0) return absl::OkStatus();
-  WillReadInOrder(fd, offset, length);
-  constexpr size_t kFaultBytes = size_t{2} << 20;
-  size_t fault_block = 1;  // Block 0 is read first.
-  size_t fault_piece = 0;
-  size_t fault_within = 0;
-  bool can_fault = true;
-  return RunTwoStages(
-      blocks.size(), std::numeric_limits<size_t>::max(),
-      [&](size_t k) {
-        uint64_t at = offset + k * kReadBlockBytes;
-        for (absl::Span<char> piece : blocks[k]) {
-          absl::Status read =
-              ReadExactly(fd, path, at, piece.size(), piece.data());
-          if (!read.ok()) return read;
-          at += piece.size();
-        }
-        return absl::OkStatus();
-      },
-      [&](size_t k) {
-        for (absl::Span<char> piece : blocks[k]) {
-          *crc = Crc32(*crc, piece.data(), piece.size());
-        }
-        return absl::OkStatus();
-      },
-      [&] {
-        if (!can_fault || fault_block >= blocks.size()) return false;
-        const absl::Span<char> piece = blocks[fault_block][fault_piece];
-        const size_t size = std::min(kFaultBytes, piece.size() - fault_within);
-        can_fault = FaultIn(piece.data() + fault_within, size);
-        fault_within += size;
-        if (fault_within == piece.size()) {
-          fault_within = 0;
-          if (++fault_piece == blocks[fault_block].size()) {
-            fault_piece = 0;
-            ++fault_block;
-          }
-        }
-        return can_fault;
-      });
-}
-
-// One destination.
-absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
-                           uint64_t length, char* into, uint32_t* crc) {
-  const absl::Span<char> whole(into, static_cast<size_t>(length));
-  return ReadScattered(fd, path, offset, absl::MakeConstSpan(&whole, 1), crc);
+// A parameter's values whose crc32 is not the index's.
+absl::Status ValuesDamaged(const fs::path& path, const ParameterInfo& info) {
+  return DamagedFile(path, absl::StrCat("checksum mismatch: the values of "
+                                        "parameter \"",
+                                        info.name, "\" are damaged"));
 }
 
 // An open file, closed when it goes.
@@ -619,16 +440,16 @@ class FolderSections : public CheckpointSections {
       }
       const fs::path path = folder_ / kValuesName;
       OpenFile file(path);
-      if (file.fd() < 0) return Unreadable(path, file.error());
+      if (file.fd() < 0) return UnreadableFile(path, file.error());
       uint32_t crc = Crc32(0, nullptr, 0);
+      const absl::Span<char> whole(static_cast<char*>(values.data()),
+                                   values.byte_size());
       absl::Status read =
-          ReadScattered(file.fd(), path, offset, values.byte_size(),
-                        static_cast<char*>(values.data()), &crc);
+          ReadScattered(file.fd(), path, offset, absl::MakeConstSpan(&whole, 1),
+                        absl::MakeSpan(&crc, 1));
       if (!read.ok()) return read;
       if (crc != checkpoint_.index.values_crc32(static_cast<int>(i))) {
-        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
-                                          "parameter \"",
-                                          name, "\" are damaged"));
+        return ValuesDamaged(path, info);
       }
       return absl::OkStatus();
     }
@@ -643,7 +464,7 @@ class FolderSections : public CheckpointSections {
   absl::StatusOr<uint64_t> Size(const std::string& name) const override {
     auto it = sections_.find(name);
     if (it == sections_.end()) {
-      return Damaged(folder_ / name, "missing from the index");
+      return DamagedFile(folder_ / name, "missing from the index");
     }
     return it->second->size();
   }
@@ -663,23 +484,25 @@ class FolderSections : public CheckpointSections {
       absl::Span<const absl::Span<char>> destinations) const override {
     const fs::path path = folder_ / name;
     auto it = sections_.find(name);
-    if (it == sections_.end()) return Damaged(path, "missing from the index");
+    if (it == sections_.end())
+      return DamagedFile(path, "missing from the index");
     const checkpoint::Section& section = *it->second;
     uint64_t total = 0;
     for (absl::Span<char> destination : destinations) {
       total += destination.size();
     }
     if (total != section.size()) {
-      return Damaged(path, absl::StrCat("holds ", section.size(), " bytes; ",
-                                        total, " expected"));
+      return DamagedFile(path, absl::StrCat("holds ", section.size(),
+                                            " bytes; ", total, " expected"));
     }
     OpenFile file(path);
-    if (file.fd() < 0) return Unreadable(path, file.error());
+    if (file.fd() < 0) return UnreadableFile(path, file.error());
     uint32_t crc = Crc32(0, nullptr, 0);
-    absl::Status status = ReadScattered(file.fd(), path, 0, destinations, &crc);
+    absl::Status status = ReadScattered(file.fd(), path, 0, destinations,
+                                        absl::MakeSpan(&crc, 1));
     if (!status.ok()) return status;
     if (crc != section.crc32()) {
-      return Damaged(path, "checksum mismatch: the section is damaged");
+      return DamagedFile(path, "checksum mismatch: the section is damaged");
     }
     return absl::OkStatus();
   }
@@ -697,15 +520,16 @@ absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
   // Read only once it is known to be a regular file of a bounded size
   // (the file opened, not only the path: nothing can be swapped between).
   OpenFile file(path);
-  if (file.fd() < 0) return Unreadable(path, file.error());
+  if (file.fd() < 0) return UnreadableFile(path, file.error());
   struct stat status;
-  if (fstat(file.fd(), &status) != 0) return Unreadable(path, errno);
+  if (fstat(file.fd(), &status) != 0) return UnreadableFile(path, errno);
   absl::StatusOr<uint64_t> file_size = RegularSize(path, status);
   if (!file_size.ok()) return file_size.status();
   if (*file_size > kMaxIndexBytes) {
-    return Damaged(path, absl::StrCat("holds ", *file_size,
-                                      " bytes; expected an index of at most ",
-                                      kMaxIndexBytes, " bytes"));
+    return DamagedFile(path,
+                       absl::StrCat("holds ", *file_size,
+                                    " bytes; expected an index of at most ",
+                                    kMaxIndexBytes, " bytes"));
   }
   std::string bytes(*file_size, '\0');
   absl::Status read =
@@ -723,26 +547,28 @@ absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
     const char* payload = bytes.data() + sizeof(kMagic) + 4;
     const size_t size = bytes.size() - sizeof(kMagic) - 4;
     if (Crc32(Crc32(0, nullptr, 0), payload, size) != stored) {
-      return Damaged(path, "checksum mismatch (the index is damaged)");
+      return DamagedFile(path, "checksum mismatch (the index is damaged)");
     }
     if (!index.ParseFromArray(payload, static_cast<int>(size)) ||
         (index.format() != kFormat &&
          index.format() != kFormatWithoutSections)) {
-      return Damaged(path, absl::StrCat("not a format ", kFormatWithoutSections,
-                                        " or ", kFormat, " index"));
+      return DamagedFile(
+          path, absl::StrCat("not a format ", kFormatWithoutSections, " or ",
+                             kFormat, " index"));
     }
     if (index.values_crc32_size() != index.parameters_size()) {
-      return Damaged(path,
-                     absl::StrCat(index.values_crc32_size(), " checksums for ",
-                                  index.parameters_size(), " parameters"));
+      return DamagedFile(
+          path, absl::StrCat(index.values_crc32_size(), " checksums for ",
+                             index.parameters_size(), " parameters"));
     }
     return index;
   }
   if (!index.ParseFromString(bytes) ||
       index.format() != kFormatWithoutChecksums) {
-    return Damaged(path, absl::StrCat("damaged, or a format this daemon does "
-                                      "not know (expected ",
-                                      kFormat, ")"));
+    return DamagedFile(path,
+                       absl::StrCat("damaged, or a format this daemon does "
+                                    "not know (expected ",
+                                    kFormat, ")"));
   }
   return index;
 }
@@ -753,14 +579,15 @@ absl::StatusOr<checkpoint::CheckpointIndex> ReadIndex(const fs::path& path) {
 absl::Status CheckInfo(const fs::path& index_path, const ParameterInfo& info) {
   const std::string who =
       absl::StrCat("parameter ", info.id, " (\"", info.name, "\")");
-  if (info.id == 0) return Damaged(index_path, who + ": id 0; ids start at 1");
+  if (info.id == 0)
+    return DamagedFile(index_path, who + ": id 0; ids start at 1");
   if (info.id == std::numeric_limits<uint64_t>::max()) {
-    return Damaged(index_path,
-                   who + ": id 2^64-1; expected one that leaves a next id");
+    return DamagedFile(index_path,
+                       who + ": id 2^64-1; expected one that leaves a next id");
   }
   if (info.version == std::numeric_limits<uint64_t>::max()) {
-    return Damaged(index_path,
-                   who + ": version 2^64-1; expected one that can move on");
+    return DamagedFile(index_path,
+                       who + ": version 2^64-1; expected one that can move on");
   }
   int64_t elements = 1;
   for (int64_t d : info.shape) {
@@ -768,19 +595,20 @@ absl::Status CheckInfo(const fs::path& index_path, const ParameterInfo& info) {
         (d > 0 && elements > std::numeric_limits<int64_t>::max() /
                                  static_cast<int64_t>(ElementSize(info.dtype)) /
                                  d)) {
-      return Damaged(index_path, who +
-                                     ": a shape with negative or "
-                                     "overflowing dimensions");
+      return DamagedFile(index_path, who +
+                                         ": a shape with negative or "
+                                         "overflowing dimensions");
     }
     elements *= d;
   }
   if (elements != info.num_elements ||
       info.byte_size !=
           elements * static_cast<int64_t>(ElementSize(info.dtype))) {
-    return Damaged(index_path, absl::StrCat(who, ": ", info.num_elements,
-                                            " elements, ", info.byte_size,
-                                            " bytes; the shape and dtype give ",
-                                            elements, " elements"));
+    return DamagedFile(
+        index_path,
+        absl::StrCat(who, ": ", info.num_elements, " elements, ",
+                     info.byte_size, " bytes; the shape and dtype give ",
+                     elements, " elements"));
   }
   return absl::OkStatus();
 }
@@ -797,19 +625,20 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
   for (int i = 0; i < verified.index.parameters_size(); ++i) {
     absl::StatusOr<ParameterInfo> info =
         ParameterInfoFromProto(verified.index.parameters(i));
-    if (!info.ok()) return Damaged(index_path, info.status().message());
+    if (!info.ok()) return DamagedFile(index_path, info.status().message());
     absl::Status valid = CheckInfo(index_path, *info);
     if (!valid.ok()) return valid;
     if (!ids.insert(info->id).second || !names.insert(info->name).second) {
-      return Damaged(index_path, absl::StrCat("parameter ", info->id, " (\"",
-                                              info->name, "\") twice"));
+      return DamagedFile(
+          index_path, absl::StrCat("parameter ", info->id, " (\"", info->name,
+                                   "\") twice"));
     }
     if (verified.index.format() < kFormat) {
       const std::string path = ValuesFile(folder, info->id);
       absl::StatusOr<uint64_t> size = RegularFileSize(path);
       if (!size.ok()) return size.status();
       if (*size != static_cast<uint64_t>(info->byte_size)) {
-        return Damaged(
+        return DamagedFile(
             path, absl::StrCat("should hold ", info->byte_size,
                                " bytes for parameter \"", info->name, "\""));
       }
@@ -827,108 +656,130 @@ absl::StatusOr<Verified> Verify(const fs::path& folder) {
     for (const ParameterInfo& info : verified.infos) {
       const uint64_t bytes = static_cast<uint64_t>(info.byte_size);
       if (bytes > size - total) {
-        return Damaged(path, absl::StrCat("holds ", size,
-                                          " bytes; the "
-                                          "parameters' values take more"));
+        return DamagedFile(path, absl::StrCat("holds ", size,
+                                              " bytes; the "
+                                              "parameters' values take more"));
       }
       total += bytes;
     }
     if (size != total) {
-      return Damaged(path, absl::StrCat("should hold ", total,
-                                        " bytes, the parameters' values"));
+      return DamagedFile(path, absl::StrCat("should hold ", total,
+                                            " bytes, the parameters' values"));
     }
   }
   std::set<std::string> sections;
   for (const checkpoint::Section& section : verified.index.sections()) {
     if (!IsSectionName(section.name()) ||
         !sections.insert(section.name()).second) {
-      return Damaged(index_path, absl::StrCat("section \"", section.name(),
-                                              "\": a bad or repeated name"));
+      return DamagedFile(index_path,
+                         absl::StrCat("section \"", section.name(),
+                                      "\": a bad or repeated name"));
     }
     const fs::path path = folder / section.name();
     absl::StatusOr<uint64_t> size = RegularFileSize(path);
     if (!size.ok()) return size.status();
     if (*size != section.size()) {
-      return Damaged(path,
-                     absl::StrCat("holds ", *size, " bytes; ", section.size(),
-                                  " expected (a section)"));
+      return DamagedFile(
+          path, absl::StrCat("holds ", *size, " bytes; ", section.size(),
+                             " expected (a section)"));
     }
   }
   return verified;
 }
 
-// Restores the parameters, checking each values file's crc32 as it is read
-// (one pass over the files). On any failure the parameters restored so far
-// are deleted again: the store is as it was, for the next candidate.
-absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
-                     const SectionsRestorer& restore_sections) {
-  std::vector<uint64_t> restored;
-  absl::Status status;
+// Reads every parameter's values into `values` (one tensor each, in the
+// index's order), checking each one's crc32 as it is read (one pass over
+// the files).
+absl::Status ReadValues(const Verified& checkpoint, Backend& backend,
+                        absl::Span<Tensor> values) {
+  const size_t count = checkpoint.infos.size();
+  const bool checked = checkpoint.index.format() != kFormatWithoutChecksums;
+  std::vector<uint32_t> crcs(count, Crc32(0, nullptr, 0));
+  // Format 3 holds the values one after the other in one file: host values
+  // are read from it in one go, straight into their tensors.
+  const bool one_file = checkpoint.index.format() >= kFormat;
+  if (one_file && count > 0 && values[0].device().is_cpu()) {
+    const fs::path path = checkpoint.folder / kValuesName;
+    OpenFile file(path);
+    if (file.fd() < 0) return UnreadableFile(path, file.error());
+    std::vector<absl::Span<char>> destinations;
+    for (Tensor& tensor : values) {
+      destinations.emplace_back(static_cast<char*>(tensor.data()),
+                                tensor.byte_size());
+    }
+    absl::Status read =
+        ReadScattered(file.fd(), path, 0, destinations, absl::MakeSpan(crcs));
+    if (!read.ok()) return read;
+    for (size_t i = 0; i < count; ++i) {
+      if (crcs[i] != checkpoint.index.values_crc32(static_cast<int>(i))) {
+        return ValuesDamaged(path, checkpoint.infos[i]);
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Device values, through host staging; older formats, a file each.
   std::unique_ptr<OpenFile> file;
   uint64_t offset = 0;        // In the one values file of format 3.
   std::vector<char> staging;  // For values that are not on the host.
-  for (size_t i = 0; i < checkpoint.infos.size() && status.ok(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const ParameterInfo& info = checkpoint.infos[i];
-    // Format 3 holds the values one after the other in one file; older
-    // ones, a file each.
-    const bool one_file = checkpoint.index.format() >= kFormat;
     const fs::path path =
         one_file ? checkpoint.folder / kValuesName
                  : fs::path(ValuesFile(checkpoint.folder, info.id));
     if (!one_file || file == nullptr) {
       file = std::make_unique<OpenFile>(path);
       offset = 0;
-      // Every parameter's values follow in order: read ahead past the
-      // one being read (a hint).
-      if (one_file && file->fd() >= 0) {
-        posix_fadvise(file->fd(), 0, 0, POSIX_FADV_WILLNEED);
-      }
     }
-    if (file->fd() < 0) {
-      status = Unreadable(path, file->error());
-      break;
+    if (file->fd() < 0) return UnreadableFile(path, file->error());
+    char* base = static_cast<char*>(values[i].data());
+    absl::Status read;
+    if (values[i].device().is_cpu()) {
+      const absl::Span<char> whole(base, values[i].byte_size());
+      read = ReadScattered(file->fd(), path, offset,
+                           absl::MakeConstSpan(&whole, 1),
+                           absl::MakeSpan(&crcs[i], 1));
+    } else {
+      read = ReadToDevice(file->fd(), path, offset, values[i].byte_size(),
+                          backend, base, &staging, &crcs[i]);
     }
-    // The device is this daemon's, whatever it was when saved.
-    status = store.Restore(info, [&](Tensor& values) {
-      char* base = static_cast<char*>(values.data());
-      uint32_t crc = Crc32(0, nullptr, 0);
-      absl::Status read;
-      if (values.device().is_cpu()) {
-        read = ReadScattered(file->fd(), path, offset, values.byte_size(), base,
-                             &crc);
-      } else {
-        read = ReadToDevice(file->fd(), path, offset, values.byte_size(),
-                            *store.backend(), base, &staging, &crc);
-      }
-      if (!read.ok()) return read;
-      if (checkpoint.index.format() != kFormatWithoutChecksums &&
-          crc != checkpoint.index.values_crc32(static_cast<int>(i))) {
-        return Damaged(path, absl::StrCat("checksum mismatch: the values of "
-                                          "parameter \"",
-                                          info.name, "\" are damaged"));
-      }
-      return absl::OkStatus();
-    });
+    if (!read.ok()) return read;
+    if (checked &&
+        crcs[i] != checkpoint.index.values_crc32(static_cast<int>(i))) {
+      return ValuesDamaged(path, info);
+    }
     offset += static_cast<uint64_t>(info.byte_size);
-    // The index's fields were checked, but the store checks more (names,
-    // ranks): what it refuses, a checksummed index should never hold.
-    if (absl::IsInvalidArgument(status)) {
-      status = Damaged(checkpoint.folder / kIndexName, status.message());
-    }
-    // What this daemon cannot hold (its memory, its budget) is no damage,
-    // but the message names the checkpoint.
-    if (absl::IsResourceExhausted(status)) {
-      status = absl::ResourceExhaustedError(absl::StrCat(
-          "restoring ", checkpoint.folder.string(), ": ", status.message()));
-    }
-    if (status.ok()) restored.push_back(info.id);
   }
-  if (status.ok() && restore_sections != nullptr) {
+  return absl::OkStatus();
+}
+
+// Restores the parameters and then the sections. On any failure the
+// parameters are deleted again: the store is as it was, for the next
+// candidate.
+absl::Status Restore(ParameterStore& store, const Verified& checkpoint,
+                     const SectionsRestorer& restore_sections) {
+  // The device is this daemon's, whatever it was when saved.
+  absl::Status status =
+      store.Restore(checkpoint.infos, [&](absl::Span<Tensor> values) {
+        return ReadValues(checkpoint, *store.backend(), values);
+      });
+  // The index's fields were checked, but the store checks more (names,
+  // ranks): what it refuses, a checksummed index should never hold.
+  if (absl::IsInvalidArgument(status)) {
+    status = DamagedFile(checkpoint.folder / kIndexName, status.message());
+  }
+  // What this daemon cannot hold (its memory, its budget) is no damage,
+  // but the message names the checkpoint.
+  if (absl::IsResourceExhausted(status)) {
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "restoring ", checkpoint.folder.string(), ": ", status.message()));
+  }
+  if (!status.ok()) return status;
+  if (restore_sections != nullptr) {
     status = restore_sections(FolderSections(checkpoint));
   }
   if (!status.ok()) {
-    for (uint64_t id : restored) {
-      store.Delete(ParameterKey::ById(id)).IgnoreError();
+    for (const ParameterInfo& info : checkpoint.infos) {
+      store.Delete(ParameterKey::ById(info.id)).IgnoreError();
     }
     return status;
   }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -137,34 +138,50 @@ absl::StatusOr<ParameterInfo> ParameterStore::Delete(const ParameterKey& key) {
 }
 
 absl::Status ParameterStore::Restore(
-    const ParameterInfo& info,
-    const std::function<absl::Status(Tensor&)>& fill) {
-  absl::Status status = ValidateParameterName(info.name, "name");
-  if (!status.ok()) return status;
-  absl::StatusOr<Reservation> reservation =
-      budget_->Reserve(static_cast<uint64_t>(info.byte_size),
-                       absl::StrCat("parameter \"", info.name, "\""));
-  if (!reservation.ok()) return reservation.status();
-  absl::StatusOr<Tensor> values =
-      Tensor::Allocate(backend_, info.dtype, info.shape);
-  if (!values.ok()) {
-    return absl::Status(
-        values.status().code(),
-        absl::StrCat("parameter \"", info.name, "\" (", info.byte_size,
-                     " bytes): ", values.status().message()));
+    absl::Span<const ParameterInfo> infos,
+    const std::function<absl::Status(absl::Span<Tensor>)>& fill) {
+  std::vector<Reservation> reservations;
+  std::vector<Tensor> values;
+  reservations.reserve(infos.size());
+  values.reserve(infos.size());
+  for (const ParameterInfo& info : infos) {
+    absl::Status status = ValidateParameterName(info.name, "name");
+    if (!status.ok()) return status;
+    absl::StatusOr<Reservation> reservation =
+        budget_->Reserve(static_cast<uint64_t>(info.byte_size),
+                         absl::StrCat("parameter \"", info.name, "\""));
+    if (!reservation.ok()) return reservation.status();
+    absl::StatusOr<Tensor> tensor =
+        Tensor::Allocate(backend_, info.dtype, info.shape);
+    if (!tensor.ok()) {
+      return absl::Status(
+          tensor.status().code(),
+          absl::StrCat("parameter \"", info.name, "\" (", info.byte_size,
+                       " bytes): ", tensor.status().message()));
+    }
+    reservations.push_back(*std::move(reservation));
+    values.push_back(*std::move(tensor));
   }
-  status = fill(*values);
+  absl::Status status = fill(absl::MakeSpan(values));
   if (!status.ok()) return status;
   absl::MutexLock lock(&mutex_);
-  if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
+  absl::flat_hash_set<uint64_t> ids;  // Among `infos`.
+  absl::flat_hash_set<std::string> names;
+  for (const ParameterInfo& info : infos) {
+    if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name) ||
+        !ids.insert(info.id).second || !names.insert(info.name).second) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
+    }
   }
-  by_id_[info.id] =
-      std::make_shared<Parameter>(info.id, info.name, *std::move(values),
-                                  *std::move(reservation), info.version);
-  id_by_name_[info.name] = info.id;
-  next_id_ = std::max(next_id_, info.id + 1);
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const ParameterInfo& info = infos[i];
+    by_id_[info.id] =
+        std::make_shared<Parameter>(info.id, info.name, std::move(values[i]),
+                                    std::move(reservations[i]), info.version);
+    id_by_name_[info.name] = info.id;
+    next_id_ = std::max(next_id_, info.id + 1);
+  }
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/backend.h"
 #include "common/memory_budget.h"
 #include "server/params/initializer.h"
@@ -74,12 +75,15 @@ class ParameterStore {
   // Removes the parameter; its memory is freed once no reader holds it.
   absl::StatusOr<ParameterInfo> Delete(const ParameterKey& key);
 
-  // Puts back a parameter saved in a checkpoint, with its id, name and
-  // version; ids given out later are above every restored one. `fill`
-  // writes the values into the new tensor. ALREADY_EXISTS for a taken id or
-  // name, RESOURCE_EXHAUSTED over the budget.
-  absl::Status Restore(const ParameterInfo& info,
-                       const std::function<absl::Status(Tensor&)>& fill);
+  // Puts back parameters saved in a checkpoint, with their ids, names and
+  // versions, all of them or (on any error) none; ids given out later are
+  // above every restored one. `fill` writes the values into the new
+  // tensors, one per info in order (all allocated first, so that one read
+  // can fill them all). ALREADY_EXISTS for a taken id or name,
+  // RESOURCE_EXHAUSTED over the budget, both before `fill` is called.
+  absl::Status Restore(
+      absl::Span<const ParameterInfo> infos,
+      const std::function<absl::Status(absl::Span<Tensor>)>& fill);
 
   // The id the next parameter will get; every id below it has been given
   // out (and is never given again).
