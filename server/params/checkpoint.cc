@@ -707,15 +707,14 @@ absl::Status ReadValues(const Verified& checkpoint, Backend& backend,
       destinations.emplace_back(static_cast<char*>(tensor.data()),
                                 tensor.byte_size());
     }
-    absl::Status read =
-        ReadScattered(file.fd(), path, 0, destinations, absl::MakeSpan(crcs));
-    if (!read.ok()) return read;
-    for (size_t i = 0; i < count; ++i) {
-      if (crcs[i] != checkpoint.index.values_crc32(static_cast<int>(i))) {
-        return ValuesDamaged(path, checkpoint.infos[i]);
-      }
-    }
-    return absl::OkStatus();
+    // Each value is checked as soon as it is whole: a damaged one ends the
+    // read there.
+    return ReadScattered(
+        file.fd(), path, 0, destinations, absl::MakeSpan(crcs), [&](size_t i) {
+          return crcs[i] == checkpoint.index.values_crc32(static_cast<int>(i))
+                     ? absl::OkStatus()
+                     : ValuesDamaged(path, checkpoint.infos[i]);
+        });
   }
   // Device values, through host staging; older formats, a file each.
   std::unique_ptr<OpenFile> file;
@@ -729,6 +728,11 @@ absl::Status ReadValues(const Verified& checkpoint, Backend& backend,
     if (!one_file || file == nullptr) {
       file = std::make_unique<OpenFile>(path);
       offset = 0;
+      // Every value follows in order: read ahead past the one being read
+      // (a hint).
+      if (one_file && file->fd() >= 0) {
+        posix_fadvise(file->fd(), 0, 0, POSIX_FADV_WILLNEED);
+      }
     }
     if (file->fd() < 0) return UnreadableFile(path, file->error());
     char* base = static_cast<char*>(values[i].data());

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 // A restore of host values reads in blocks of this size, one read while
 // the one before is checksummed: the two overlap except for the first
 // block's read and the last one's checksum. Large, because one direct read
-// is one request to the disk: a larger one keeps more of it in flight.
+// asks the disk for all of its blocks at once: a larger one keeps more of
+// them in flight.
 constexpr size_t kHostReadBlockBytes = size_t{16} << 20;
 // A restore of device values stages through kStagingBlocks host blocks of
 // this size.
@@ -50,8 +51,9 @@ void WillReadInOrder(int fd, uint64_t offset, uint64_t length) {
 }
 
 // The same file open a second time for direct I/O (O_DIRECT), with the
-// alignments it needs, or not usable (a file system without direct I/O, or
-// a kernel that does not say what it needs: before Linux 6.1).
+// alignments it needs, or not usable: a file system without direct I/O, or
+// one that does not say what it needs (tmpfs, NFS, FUSE; any before Linux
+// 6.1).
 class DirectReads {
  public:
   explicit DirectReads(int fd) {
@@ -88,15 +90,16 @@ class DirectReads {
   // Reads up to `size` bytes (Usable's) at `offset` into `into` directly;
   // returns how many were read. Fewer on any error or at the end of the
   // file: the caller reads the rest through the page cache, which reports
-  // the error or the short file as any read would. A refusal of direct I/O
-  // itself (EINVAL) turns it off for the rest.
+  // the error or the short file as any read would. An error turns direct
+  // reads off for the rest (a refusal of direct I/O itself, EINVAL, would
+  // only come again).
   size_t Read(uint64_t offset, char* into, size_t size) {
     size_t done = 0;
     while (done < size) {
       const ssize_t n = pread(fd_, into + done, size - done,
                               static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EINVAL) Stop();
+      if (n < 0) Stop();
       if (n <= 0) break;
       done += static_cast<size_t>(n);
       if (done % offset_align_ != 0) break;  // The end of the file.
@@ -152,19 +155,6 @@ absl::Status UnreadableFile(const fs::path& path, int error) {
                    " (the checkpoint is left as it is)"));
 }
 
-// Blocks of kHostReadBlockBytes, which may span several destinations, are
-// read on a helper thread while the calling thread checksums the block
-// before (RunTwoStages).
-//
-// The destinations are mostly fresh memory (restored tensors), whose first
-// touch costs a page fault and a cleared page per page: more than the
-// copy, on some machines (a VM whose host backs memory lazily) several
-// times more. So while the calling thread waits for a block, it faults in
-// the memory of the blocks after it, 2 MiB (a huge page) at a time, and
-// the two threads share that cost (a direct read faults in what it writes
-// to before the disk is asked, so without this it would wait for both).
-// Where the reader is ahead, the pages are already there and faulting them
-// in again is cheap.
 absl::Status ReadExactly(int fd, const fs::path& path, uint64_t offset,
                          size_t size, char* into) {
   for (size_t done = 0; done < size;) {
@@ -178,9 +168,24 @@ absl::Status ReadExactly(int fd, const fs::path& path, uint64_t offset,
   return absl::OkStatus();
 }
 
+// Blocks of kHostReadBlockBytes, which may span several destinations, are
+// read on a helper thread while the calling thread checksums the block
+// before (RunTwoStages).
+//
+// The destinations are mostly fresh memory (restored tensors), whose first
+// touch costs a page fault and a cleared page per page: more than the
+// copy, on some machines (a VM whose host backs memory lazily) several
+// times more. So while the calling thread waits for a block, it faults in
+// the memory of the blocks after it, 2 MiB (a huge page) at a time, and
+// the two threads share that cost (a direct read faults in what it writes
+// to before the disk is asked, so without this it would wait for both).
+// Where the reader is ahead, the pages are already there and faulting them
+// in again is cheap.
 absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
                            absl::Span<const absl::Span<char>> destinations,
-                           absl::Span<uint32_t> crcs) {
+                           absl::Span<uint32_t> crcs,
+                           absl::FunctionRef<absl::Status(size_t)> check,
+                           ScatteredReadStats* stats) {
   if (crcs.size() != 1 && crcs.size() != destinations.size()) {
     return absl::InternalError(absl::StrCat(
         "ReadScattered: ", crcs.size(), " crc32s for ", destinations.size(),
@@ -204,9 +209,40 @@ absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
     }
     length += destination.size();
   }
-  if (length == 0) return absl::OkStatus();
+  // Destinations are checked in order once whole: an empty one right
+  // after the one before it.
+  size_t checked = 0;
+  auto check_whole_through = [&](size_t d) {
+    for (; checked <= d ||
+           (checked < destinations.size() && destinations[checked].empty());
+         ++checked) {
+      absl::Status status = check(checked);
+      if (!status.ok()) return status;
+    }
+    return absl::OkStatus();
+  };
+  if (length == 0) {
+    return destinations.empty() ? absl::OkStatus()
+                                : check_whole_through(destinations.size() - 1);
+  }
+  if (destinations[0].empty()) {
+    absl::Status status = check_whole_through(0);
+    if (!status.ok()) return status;
+  }
   DirectReads direct(fd);
-  WillReadInOrder(fd, offset, length);
+  // Read-ahead hints for what goes through the page cache, where that is
+  // most of it: with direct reads they would have the disk read the same
+  // bytes twice.
+  uint64_t position = offset;
+  uint64_t direct_bytes = 0;
+  for (const std::vector<Piece>& block : blocks) {
+    for (const Piece& piece : block) {
+      direct_bytes +=
+          direct.Usable(position, piece.bytes.data(), piece.bytes.size());
+      position += piece.bytes.size();
+    }
+  }
+  if (direct_bytes < length / 2) WillReadInOrder(fd, offset, length);
   constexpr size_t kFaultBytes = size_t{2} << 20;
   size_t fault_block = 1;  // Block 0 is read first.
   size_t fault_piece = 0;
@@ -221,6 +257,7 @@ absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
           const size_t size = piece.bytes.size();
           const size_t directly =
               direct.Read(at, into, direct.Usable(at, into, size));
+          if (stats != nullptr) stats->direct_bytes += directly;
           absl::Status read = ReadExactly(fd, path, at + directly,
                                           size - directly, into + directly);
           if (!read.ok()) return read;
@@ -232,6 +269,12 @@ absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
         for (const Piece& piece : blocks[k]) {
           uint32_t& crc = crcs[crcs.size() == 1 ? 0 : piece.destination];
           crc = Crc32(crc, piece.bytes.data(), piece.bytes.size());
+          const absl::Span<char> whole = destinations[piece.destination];
+          if (piece.bytes.data() + piece.bytes.size() ==
+              whole.data() + whole.size()) {
+            absl::Status status = check_whole_through(piece.destination);
+            if (!status.ok()) return status;
+          }
         }
         return absl::OkStatus();
       },

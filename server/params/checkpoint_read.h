@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -33,10 +34,18 @@ absl::Status UnreadableFile(const std::filesystem::path& path, int error);
 absl::Status ReadExactly(int fd, const std::filesystem::path& path,
                          uint64_t offset, size_t size, char* into);
 
+// What a ReadScattered did, for tests and benchmarks.
+struct ScatteredReadStats {
+  uint64_t direct_bytes = 0;  // Read around the page cache.
+};
+
 // Reads the bytes of the file open as `fd` (at `path`) from `offset` on, in
 // order, straight into `destinations` (host memory), and continues crc32s
 // over them: `crcs` holds one (all the bytes continue it) or one per
-// destination. DATA_LOSS when the file ends first.
+// destination. Once a destination's bytes have all arrived (and, one crc32
+// each, its crc32 is whole), `check` is called with its index, in order: an
+// error it returns stops the read and is returned (a damaged value need not
+// wait for the rest of the file). DATA_LOSS when the file ends first.
 //
 // Where a destination and its place in the file are aligned as the file
 // system's direct I/O needs (statx's STATX_DIOALIGN), its bytes are read
@@ -44,10 +53,12 @@ absl::Status ReadExactly(int fd, const std::filesystem::path& path,
 // destination itself, with no page cache to fill and copy out of, the
 // larger part of a buffered read's CPU time. The rest is read through the
 // page cache.
-absl::Status ReadScattered(int fd, const std::filesystem::path& path,
-                           uint64_t offset,
-                           absl::Span<const absl::Span<char>> destinations,
-                           absl::Span<uint32_t> crcs);
+absl::Status ReadScattered(
+    int fd, const std::filesystem::path& path, uint64_t offset,
+    absl::Span<const absl::Span<char>> destinations, absl::Span<uint32_t> crcs,
+    absl::FunctionRef<absl::Status(size_t)> check =
+        [](size_t) { return absl::OkStatus(); },
+    ScatteredReadStats* stats = nullptr);
 
 // Reads [offset, offset + length) of `path` onto the device memory at
 // `device` (of `backend`) through a ring of host blocks in `*staging` (kept

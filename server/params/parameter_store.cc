@@ -137,9 +137,33 @@ absl::StatusOr<ParameterInfo> ParameterStore::Delete(const ParameterKey& key) {
   return (*parameter)->Info();
 }
 
+absl::Status ParameterStore::RestoredIdsAreFree(
+    absl::Span<const ParameterInfo> infos) const {
+  absl::MutexLock lock(&mutex_);
+  return RestoredIdsAreFreeLocked(infos);
+}
+
+absl::Status ParameterStore::RestoredIdsAreFreeLocked(
+    absl::Span<const ParameterInfo> infos) const {
+  absl::flat_hash_set<uint64_t> ids;  // Among `infos`.
+  absl::flat_hash_set<std::string> names;
+  for (const ParameterInfo& info : infos) {
+    if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name) ||
+        !ids.insert(info.id).second || !names.insert(info.name).second) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParameterStore::Restore(
     absl::Span<const ParameterInfo> infos,
     const std::function<absl::Status(absl::Span<Tensor>)>& fill) {
+  // Checked before the values are read (a restore reads gigabytes), and
+  // again when they are added.
+  absl::Status taken = RestoredIdsAreFree(infos);
+  if (!taken.ok()) return taken;
   std::vector<Reservation> reservations;
   std::vector<Tensor> values;
   reservations.reserve(infos.size());
@@ -165,15 +189,8 @@ absl::Status ParameterStore::Restore(
   absl::Status status = fill(absl::MakeSpan(values));
   if (!status.ok()) return status;
   absl::MutexLock lock(&mutex_);
-  absl::flat_hash_set<uint64_t> ids;  // Among `infos`.
-  absl::flat_hash_set<std::string> names;
-  for (const ParameterInfo& info : infos) {
-    if (by_id_.count(info.id) != 0 || id_by_name_.contains(info.name) ||
-        !ids.insert(info.id).second || !names.insert(info.name).second) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "parameter ", info.id, " (\"", info.name, "\") is restored twice"));
-    }
-  }
+  taken = RestoredIdsAreFreeLocked(infos);
+  if (!taken.ok()) return taken;
   for (size_t i = 0; i < infos.size(); ++i) {
     const ParameterInfo& info = infos[i];
     by_id_[info.id] =

@@ -79,8 +79,9 @@ class ParameterStore {
   // versions, all of them or (on any error) none; ids given out later are
   // above every restored one. `fill` writes the values into the new
   // tensors, one per info in order (all allocated first, so that one read
-  // can fill them all). ALREADY_EXISTS for a taken id or name,
-  // RESOURCE_EXHAUSTED over the budget, both before `fill` is called.
+  // can fill them all). ALREADY_EXISTS for a taken id or name (or one twice
+  // in `infos`), RESOURCE_EXHAUSTED over the budget, both before `fill` is
+  // called (and a taken id or name again after it).
   absl::Status Restore(
       absl::Span<const ParameterInfo> infos,
       const std::function<absl::Status(absl::Span<Tensor>)>& fill);
@@ -102,6 +103,13 @@ class ParameterStore {
   MemoryBudget& budget() const { return *budget_; }
 
  private:
+  // ALREADY_EXISTS for an id or name of `infos` the store has, or that
+  // `infos` holds twice.
+  absl::Status RestoredIdsAreFree(absl::Span<const ParameterInfo> infos) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status RestoredIdsAreFreeLocked(absl::Span<const ParameterInfo> infos)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   const std::shared_ptr<Backend> backend_;
   MemoryBudget* const budget_;
 

@@ -53,6 +53,88 @@ TEST_F(ParameterStoreTest, CreatesAndFindsByIdAndName) {
             absl::StatusCode::kNotFound);
 }
 
+ParameterInfo Saved(uint64_t id, const std::string& name, int64_t count) {
+  ParameterInfo info;
+  info.id = id;
+  info.name = name;
+  info.shape = {count};
+  info.num_elements = count;
+  info.byte_size = count * 4;
+  info.version = 7;
+  return info;
+}
+
+// A checkpoint's parameters come back together: every tensor is there for
+// one fill, and all are added with their ids, names and versions.
+TEST_F(ParameterStoreTest, RestoresEveryParameterAtOnce) {
+  const std::vector<ParameterInfo> infos = {Saved(4, "a", 3), Saved(9, "b", 2)};
+  ASSERT_TRUE(store_
+                  .Restore(infos,
+                           [](absl::Span<Tensor> values) {
+                             EXPECT_EQ(values.size(), 2u);
+                             for (size_t i = 0; i < values.size(); ++i) {
+                               for (float& x : values[i].host_span<float>()) {
+                                 x = static_cast<float>(i + 1);
+                               }
+                             }
+                             return absl::OkStatus();
+                           })
+                  .ok());
+  EXPECT_THAT(Values(4), ::testing::ElementsAre(1, 1, 1));
+  EXPECT_THAT(Values(9), ::testing::ElementsAre(2, 2));
+  EXPECT_EQ((*store_.Find(ParameterKey::ByName("b")))->Info().version, 7u);
+  EXPECT_EQ(store_.next_id(), 10u);
+  EXPECT_EQ(budget_.used_bytes(), 20u);
+}
+
+// A fill that fails leaves the store (and the budget) as it was.
+TEST_F(ParameterStoreTest, AFailedRestoreAddsNothing) {
+  const std::vector<ParameterInfo> infos = {Saved(4, "a", 3), Saved(9, "b", 2)};
+  const absl::Status status = store_.Restore(
+      infos, [](absl::Span<Tensor>) { return absl::DataLossError("damaged"); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_.Count().parameters, 0u);
+  EXPECT_EQ(budget_.used_bytes(), 0u);
+}
+
+// Taken ids or names, and ids or names twice in one checkpoint, are
+// refused before anything is read.
+TEST_F(ParameterStoreTest, ARestoreOfTakenOrRepeatedIdsReadsNothing) {
+  ASSERT_TRUE(store_.Create(Spec("taken", {1})).ok());  // Id 1.
+  const std::vector<std::vector<ParameterInfo>> refused = {
+      {Saved(1, "other", 1)},
+      {Saved(5, "taken", 1)},
+      {Saved(5, "x", 1), Saved(5, "y", 1)},
+      {Saved(5, "x", 1), Saved(6, "x", 1)},
+  };
+  for (const std::vector<ParameterInfo>& infos : refused) {
+    bool filled = false;
+    const absl::Status status = store_.Restore(infos, [&](absl::Span<Tensor>) {
+      filled = true;
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists) << status;
+    EXPECT_FALSE(filled) << status;
+  }
+  EXPECT_EQ(store_.Count().parameters, 1u);
+}
+
+// Over the budget: refused before anything is read, naming the parameter.
+TEST(ParameterStoreBudgetTest, ARestoreOverTheBudgetReadsNothing) {
+  MemoryBudget budget(0, 64);
+  ParameterStore store(CpuBackend(), &budget);
+  bool filled = false;
+  const absl::Status status = store.Restore(
+      {Saved(1, "fits", 8), Saved(2, "over", 16)}, [&](absl::Span<Tensor>) {
+        filled = true;
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("\"over\""));
+  EXPECT_FALSE(filled);
+  EXPECT_EQ(budget.used_bytes(), 0u);
+}
+
 // Ids are never reused, not even after a checkpoint that used them up:
 // the last one ends them instead of wrapping around to 0 and 1.
 TEST_F(ParameterStoreTest, IdsNeverWrapAround) {
