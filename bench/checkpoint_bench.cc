@@ -21,11 +21,16 @@
 //
 //   bazel run -c opt //bench:checkpoint_bench [-- [--keep] FOLDER]
 //   bazel run -c opt //bench:checkpoint_bench -- --restore_only [FOLDER]
+//   bazel run -c opt //bench:checkpoint_bench -- --save_only [--biases]
+//       [FOLDER]
 //
 // FOLDER (default /var/tmp/distopt_checkpoint_bench) must be on the disk
 // to measure, not a tmpfs; it is emptied first and removed at the end,
 // unless --keep: then --restore_only measures the restore alone again on
 // what it left (to profile or compare a change to the restore).
+// --save_only only leaves such a checkpoint (after one step), in a minute;
+// with --biases, of the model with a bias after each weight, whose values
+// do not lie on the disk's blocks in the files.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -132,17 +137,27 @@ struct Trainee {
   std::vector<uint64_t> parameter_ids;
   uint64_t optimizer_id = 0;
 
-  bool Create(Client& client) {
+  // With `biases`, each weight is followed by a bias of kSize values.
+  std::vector<uint64_t> bias_ids;
+
+  bool Create(Client& client, bool biases = false) {
     for (int layer = 0; layer < kLayers; ++layer) {
       auto parameter = client.CreateParameter(
           daemon->address(), absl::StrCat("layer", layer, ".weight"),
           DType::kFloat32, {kSize, kSize}, init::Normal(0.0, 0.02, layer));
       if (!parameter.ok()) return false;
       parameter_ids.push_back(parameter->id);
+      if (!biases) continue;
+      auto bias = client.CreateParameter(
+          daemon->address(), absl::StrCat("layer", layer, ".bias"),
+          DType::kFloat32, {kSize}, init::Normal(0.0, 0.02, layer));
+      if (!bias.ok()) return false;
+      bias_ids.push_back(bias->id);
     }
-    auto adam =
-        client.CreateOptimizer(daemon->address(), "adam",
-                               {{"lr", hyper::Number(1e-3)}}, parameter_ids);
+    std::vector<uint64_t> all = parameter_ids;
+    all.insert(all.end(), bias_ids.begin(), bias_ids.end());
+    auto adam = client.CreateOptimizer(daemon->address(), "adam",
+                                       {{"lr", hyper::Number(1e-3)}}, all);
     if (!adam.ok()) return false;
     optimizer_id = adam->id();
     return true;
@@ -393,6 +408,52 @@ int Run(const fs::path& root, bool keep) {
   return 0;
 }
 
+// --save_only: the model (with --biases, each weight followed by a bias of
+// kSize values, as torch's Linear has: 8000 bytes, so that no value after
+// the first bias lies on a 512-byte boundary of the files), one Adam step,
+// saved as its daemon stops, in FOLDER/periodic: for --restore_only.
+int SaveOnly(const fs::path& root, bool biases) {
+  fs::remove_all(root);
+  fs::create_directories(root);
+  Client client;
+  Trainee trainee;
+  trainee.daemon =
+      StartDaemon({"--checkpoint_dir=" + (root / "periodic").string()});
+  if (trainee.daemon == nullptr || !trainee.Create(client, biases)) {
+    std::printf("cannot set the model up\n");
+    return 1;
+  }
+  Tensor gradient = *Tensor::AllocateHost(DType::kFloat32, {kSize, kSize});
+  Tensor bias_gradient = *Tensor::AllocateHost(DType::kFloat32, {kSize});
+  for (Tensor* g : {&gradient, &bias_gradient}) {
+    for (float& x : g->host_span<float>()) x = 1e-3f;
+  }
+  const uint64_t context_id = client.NewContextId();
+  bool ok = true;
+  for (uint64_t id : trainee.parameter_ids) {
+    ok = ok && client
+                   .AccumulateGradients(trainee.daemon->address(), context_id,
+                                        {{id, gradient}})
+                   .ok();
+  }
+  for (uint64_t id : trainee.bias_ids) {
+    ok = ok && client
+                   .AccumulateGradients(trainee.daemon->address(), context_id,
+                                        {{id, bias_gradient}})
+                   .ok();
+  }
+  ok = ok &&
+       client.Step(trainee.daemon->address(), trainee.optimizer_id, context_id)
+           .ok();
+  absl::StatusOr<int> stopped = trainee.daemon->Stop();
+  if (!ok || !stopped.ok() || *stopped != 0) {
+    std::printf("the step or the save failed\n");
+    return 1;
+  }
+  std::printf("saved in %s\n", (root / "periodic").c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace distopt
 
@@ -400,12 +461,18 @@ int main(int argc, char** argv) {
   std::string folder = "/var/tmp/distopt_checkpoint_bench";
   bool keep = false;
   bool restore_only = false;
+  bool save_only = false;
+  bool biases = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--keep") {
       keep = true;
     } else if (arg == "--restore_only") {
       restore_only = true;
+    } else if (arg == "--save_only") {
+      save_only = true;
+    } else if (arg == "--biases") {
+      biases = true;
     } else if (arg.rfind("--", 0) == 0) {
       std::fprintf(stderr, "unknown flag %s\n", arg.c_str());
       return 2;
@@ -413,6 +480,7 @@ int main(int argc, char** argv) {
       folder = arg;
     }
   }
+  if (save_only) return distopt::SaveOnly(folder, biases);
   if (restore_only) {
     if (!std::filesystem::is_directory(std::filesystem::path(folder) /
                                        "periodic" / "parameters")) {

@@ -159,13 +159,21 @@ TEST_F(CheckpointReadTest, OneCrcCoversEveryDestination) {
 }
 
 // A file shorter than the destinations is damage, also where the part
-// missing would have been read directly, and where the file ends on an
-// aligned boundary, inside what is read directly.
+// missing would have been read directly, where the file ends on an
+// aligned boundary inside what is read directly, and where the memory is
+// not aligned (no direct reads).
 TEST_F(CheckpointReadTest, AShortFileIsDamage) {
-  for (size_t size : {(size_t{8} << 20) + 1000, size_t{8} << 20}) {
-    ASSERT_GE(WriteFile(size), 0);
-    Pages memory(size_t{9} << 20);
-    const absl::Span<char> whole(memory.data(), size_t{9} << 20);
+  struct Case {
+    size_t file_bytes;
+    size_t memory_offset;
+  };
+  for (const Case& c :
+       {Case{(size_t{8} << 20) + 1000, 0}, Case{size_t{8} << 20, 0},
+        Case{(size_t{8} << 20) + 1000, 1}}) {
+    ASSERT_GE(WriteFile(c.file_bytes), 0);
+    Pages memory(size_t{10} << 20);
+    const absl::Span<char> whole(memory.data() + c.memory_offset,
+                                 size_t{9} << 20);
     uint32_t crc = ZlibCrc(nullptr, 0);
     const absl::Status status = ReadScattered(
         fd_, path_, 0, absl::MakeConstSpan(&whole, 1), absl::MakeSpan(&crc, 1));
@@ -174,7 +182,7 @@ TEST_F(CheckpointReadTest, AShortFileIsDamage) {
               std::string::npos)
         << status;
     // What there was arrived.
-    EXPECT_EQ(std::string(memory.data(), bytes_.size()), bytes_);
+    EXPECT_EQ(std::string(whole.data(), bytes_.size()), bytes_);
     close(fd_);
     fd_ = -1;
   }
