@@ -142,6 +142,15 @@ inline bool StartRanks(Client& client, Ranks& ranks,
   return PushGradients(client, ranks);
 }
 
+// CPU seconds the ranks' daemons have used so far, all together.
+inline double DaemonsCpuSeconds(const Ranks& ranks) {
+  double seconds = 0;
+  for (const auto& daemon : ranks.daemons) {
+    seconds += ProcessCpuSeconds(daemon->pid());
+  }
+  return seconds;
+}
+
 // Median seconds of `iterations` timed calls after kWarmup, all ranks at
 // once; `prepare` runs before each, untimed.
 inline double TimeSteps(

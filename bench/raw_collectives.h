@@ -21,6 +21,10 @@ struct RawCollectiveSeconds {
   double all_reduce = -1;
   // Reduce-scatter then all-gather: what a gradient-sharded step sends.
   double reduce_scatter_all_gather = -1;
+  // The cores the ranks kept busy meanwhile: CPU seconds (the process's,
+  // every rank's threads and gloo's) over wall seconds, timed calls only.
+  double all_reduce_cores = -1;
+  double reduce_scatter_all_gather_cores = -1;
 };
 
 // Median seconds of `iterations` collectives of `elements` fp32 values on
@@ -29,6 +33,17 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
                                                int iterations) {
   std::vector<std::vector<double>> all_reduce(world), sharded(world);
   std::vector<bool> failed(world, false);
+  // Rank 0's measure of the whole process, from one barrier to the next.
+  double all_reduce_cpu = 0, all_reduce_wall = 0;
+  double sharded_cpu = 0, sharded_wall = 0;
+  auto measure = [](double* cpu, double* wall) {
+    *cpu -= ProcessCpuSeconds();
+    *wall -= absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  };
+  auto measured = [](double* cpu, double* wall) {
+    *cpu += ProcessCpuSeconds();
+    *wall += absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  };
   GlooOptions base;
   base.timeout = absl::Minutes(5);
   base.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
@@ -46,12 +61,18 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
         for (int it = 0; it <= iterations; ++it) {
           // The first of each is a warm-up; every call starts together.
           bool ok = comm.Barrier().ok();
+          const bool counted = it > 0 && r == 0;
+          if (counted) measure(&all_reduce_cpu, &all_reduce_wall);
           double seconds = SecondsOf([&] {
             ok = ok &&
                  comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
           });
           if (it > 0) all_reduce[r].push_back(seconds);
           ok = ok && comm.Barrier().ok();
+          if (counted) {
+            measured(&all_reduce_cpu, &all_reduce_wall);
+            measure(&sharded_cpu, &sharded_wall);
+          }
           seconds = SecondsOf([&] {
             ok = ok &&
                  comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
@@ -62,6 +83,8 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
                      .ok();
           });
           if (it > 0) sharded[r].push_back(seconds);
+          ok = ok && comm.Barrier().ok();
+          if (counted) measured(&sharded_cpu, &sharded_wall);
           if (!ok) {
             failed[r] = true;
             return;
@@ -89,6 +112,8 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
   }
   result.all_reduce = Median(slowest_all_reduce);
   result.reduce_scatter_all_gather = Median(slowest_sharded);
+  result.all_reduce_cores = all_reduce_cpu / all_reduce_wall;
+  result.reduce_scatter_all_gather_cores = sharded_cpu / sharded_wall;
   return result;
 }
 

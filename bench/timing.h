@@ -3,7 +3,15 @@
 #ifndef DISTOPT_BENCH_TIMING_H_
 #define DISTOPT_BENCH_TIMING_H_
 
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -17,6 +25,31 @@ double SecondsOf(Work&& work) {
   const absl::Time start = absl::Now();
   work();
   return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// CPU seconds (user and system) this process has used, all its threads.
+inline double ProcessCpuSeconds() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// CPU seconds (user and system) the process `pid` has used, from
+// /proc/<pid>/stat (in clock ticks, 10 ms); -1 when it cannot be read.
+inline double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  const size_t name_end = stat.rfind(')');  // The name may hold spaces.
+  if (name_end == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(name_end + 1));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);  // utime, stime.
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // The value below which `fraction` of `values` lie (nearest rank).

@@ -97,6 +97,8 @@ std::map<std::string, TorchFigures> TorchPeer() {
 
 struct ZeroFigures {
   double step_s = -1;
+  // The daemons' CPU seconds a step (warm-ups included), both ranks.
+  double cpu_s = -1;
   std::vector<int64_t> state_bytes;
   std::vector<int64_t> scratch_bytes;
   std::vector<double> peak_above_parameters_mib;
@@ -150,9 +152,12 @@ ZeroFigures RunZero(Client& client, int mode, const Model& model = Model(),
   if (!OnEveryRank([&](int r) { return zero[r].Create(spec).status(); })) {
     return figures;
   }
+  const double cpu_before = bench::DaemonsCpuSeconds(ranks);
   figures.step_s =
       TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); },
                 [] { return true; }, Iterations(model));
+  figures.cpu_s = (bench::DaemonsCpuSeconds(ranks) - cpu_before) /
+                  (bench::kWarmup + Iterations(model));
   figures.peak_above_parameters_mib = bench::PeakAboveParametersMiB(ranks);
   // Every rank's bytes, from one call.
   absl::StatusOr<v1::ZeroInfo> info = zero[0].Get();
@@ -286,6 +291,7 @@ void BM_ZeroStep(benchmark::State& state) {
       kUnshardedState;
   SetMemoryCounters(state, figures.peak_above_parameters_mib);
   SetLimitCounters(state, Model(), mode, figures.step_s);
+  state.counters["cpu_s"] = figures.cpu_s;
   auto torch = Torch().find("zero");
   if (torch != Torch().end()) {
     state.counters["torch_s"] = torch->second.allreduce_and_step_s;
@@ -423,10 +429,13 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
               kLayers, static_cast<long long>(kSize),
               static_cast<long long>(kSize), model_mib, kWorld);
   const bench::RawCollectiveSeconds& limit = Limit(Model());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf(
       "limit: raw gloo all-reduce of the model %.3f s, reduce-scatter + "
-      "all-gather %.3f s\n",
-      limit.all_reduce, limit.reduce_scatter_all_gather);
+      "all-gather %.3f s; the ranks kept %.2f and %.2f of this machine's %u "
+      "cores busy\n",
+      limit.all_reduce, limit.reduce_scatter_all_gather, limit.all_reduce_cores,
+      limit.reduce_scatter_all_gather_cores, cores);
   double plain_peak = -1, all_reduce_mode = -1;
   for (const bench::BenchmarkRun& run : runs) {
     if (run.run_name.function_name == "BM_PlainAdam") {
@@ -467,6 +476,20 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
                               zero ? " (goal >= 1.5)" : "");
     }
     std::printf("%s\n", line.c_str());
+    if (value("cpu_s") > 0 && limit.all_reduce > 0) {
+      // However the work overlaps, a step cannot take less than its CPU
+      // seconds over the cores there are.
+      const double floor_s = value("cpu_s") / cores;
+      std::printf(
+          "    CPU: %.3f s a step (both daemons), so at least %.3f s on %u "
+          "cores = %.2fx the raw all-reduce%s\n",
+          value("cpu_s"), floor_s, cores, floor_s / limit.all_reduce,
+          sharded
+              ? absl::StrFormat(", %.2fx the raw reduce-scatter + all-gather",
+                                floor_s / limit.reduce_scatter_all_gather)
+                    .c_str()
+              : "");
+    }
     if (value("peak_MiB") >= 0) {
       std::string memory = absl::StrFormat(
           "    peak above the parameters %.0f MiB", value("peak_MiB"));
