@@ -34,16 +34,7 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
   std::vector<std::vector<double>> all_reduce(world), sharded(world);
   std::vector<bool> failed(world, false);
   // Rank 0's measure of the whole process, from one barrier to the next.
-  double all_reduce_cpu = 0, all_reduce_wall = 0;
-  double sharded_cpu = 0, sharded_wall = 0;
-  auto measure = [](double* cpu, double* wall) {
-    *cpu -= ProcessCpuSeconds();
-    *wall -= absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
-  };
-  auto measured = [](double* cpu, double* wall) {
-    *cpu += ProcessCpuSeconds();
-    *wall += absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
-  };
+  CoresBusy all_reduce_busy, sharded_busy;
   GlooOptions base;
   base.timeout = absl::Minutes(5);
   base.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
@@ -62,7 +53,7 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
           // The first of each is a warm-up; every call starts together.
           bool ok = comm.Barrier().ok();
           const bool counted = it > 0 && r == 0;
-          if (counted) measure(&all_reduce_cpu, &all_reduce_wall);
+          if (counted) all_reduce_busy.Begin();
           double seconds = SecondsOf([&] {
             ok = ok &&
                  comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
@@ -70,8 +61,8 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
           if (it > 0) all_reduce[r].push_back(seconds);
           ok = ok && comm.Barrier().ok();
           if (counted) {
-            measured(&all_reduce_cpu, &all_reduce_wall);
-            measure(&sharded_cpu, &sharded_wall);
+            all_reduce_busy.End();
+            sharded_busy.Begin();
           }
           seconds = SecondsOf([&] {
             ok = ok &&
@@ -84,7 +75,7 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
           });
           if (it > 0) sharded[r].push_back(seconds);
           ok = ok && comm.Barrier().ok();
-          if (counted) measured(&sharded_cpu, &sharded_wall);
+          if (counted) sharded_busy.End();
           if (!ok) {
             failed[r] = true;
             return;
@@ -112,8 +103,8 @@ inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
   }
   result.all_reduce = Median(slowest_all_reduce);
   result.reduce_scatter_all_gather = Median(slowest_sharded);
-  result.all_reduce_cores = all_reduce_cpu / all_reduce_wall;
-  result.reduce_scatter_all_gather_cores = sharded_cpu / sharded_wall;
+  result.all_reduce_cores = all_reduce_busy.cores();
+  result.reduce_scatter_all_gather_cores = sharded_busy.cores();
   return result;
 }
 

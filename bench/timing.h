@@ -35,6 +35,26 @@ inline double ProcessCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// The cores stretches of work keep this process busy: its CPU seconds over
+// wall seconds, summed over every stretch from Begin to End.
+class CoresBusy {
+ public:
+  void Begin() {
+    cpu_seconds_ -= ProcessCpuSeconds();
+    began_ = absl::Now();
+  }
+  void End() {
+    cpu_seconds_ += ProcessCpuSeconds();
+    wall_ += absl::Now() - began_;
+  }
+  double cores() const { return cpu_seconds_ / absl::ToDoubleSeconds(wall_); }
+
+ private:
+  double cpu_seconds_ = 0;
+  absl::Time began_;
+  absl::Duration wall_;
+};
+
 // CPU seconds (user and system) the process `pid` has used, from
 // /proc/<pid>/stat (in clock ticks, 10 ms); -1 when it cannot be read.
 inline double ProcessCpuSeconds(pid_t pid) {

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libdeflate.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -166,14 +165,6 @@ absl::Status DropBeyond(const fs::path& root, int keep) {
 
 std::string ValuesFile(const fs::path& dir, uint64_t id) {
   return (dir / absl::StrCat(id, ".bin")).string();
-}
-
-// zlib's crc32, as format 2 and later record it, computed by libdeflate:
-// with the CPU's carry-less multiply it runs several times faster, and a
-// restore checks every byte it reads with it (zlib's took a third of a
-// restore's CPU time).
-uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
-  return libdeflate_crc32(crc, data, size);
 }
 
 // The error of a failed write or sync of `path` (CodeOfErrno).
@@ -383,6 +374,12 @@ bool IsSectionName(absl::string_view name) {
   });
 }
 
+// The bytes of `values`, in host memory.
+absl::Span<char> HostBytes(Tensor& values) {
+  return absl::Span<char>(static_cast<char*>(values.data()),
+                          values.byte_size());
+}
+
 // A parameter's values whose crc32 is not the index's.
 absl::Status ValuesDamaged(const fs::path& path, const ParameterInfo& info) {
   return DamagedFile(path, absl::StrCat("checksum mismatch: the values of "
@@ -442,11 +439,8 @@ class FolderSections : public CheckpointSections {
       OpenFile file(path);
       if (file.fd() < 0) return UnreadableFile(path, file.error());
       uint32_t crc = Crc32(0, nullptr, 0);
-      const absl::Span<char> whole(static_cast<char*>(values.data()),
-                                   values.byte_size());
       absl::Status read =
-          ReadScattered(file.fd(), path, offset, absl::MakeConstSpan(&whole, 1),
-                        absl::MakeSpan(&crc, 1));
+          ReadScattered(file.fd(), path, offset, HostBytes(values), &crc);
       if (!read.ok()) return read;
       if (crc != checkpoint_.index.values_crc32(static_cast<int>(i))) {
         return ValuesDamaged(path, info);
@@ -703,10 +697,7 @@ absl::Status ReadValues(const Verified& checkpoint, Backend& backend,
     OpenFile file(path);
     if (file.fd() < 0) return UnreadableFile(path, file.error());
     std::vector<absl::Span<char>> destinations;
-    for (Tensor& tensor : values) {
-      destinations.emplace_back(static_cast<char*>(tensor.data()),
-                                tensor.byte_size());
-    }
+    for (Tensor& tensor : values) destinations.push_back(HostBytes(tensor));
     // Each value is checked as soon as it is whole: a damaged one ends the
     // read there.
     return ReadScattered(
@@ -738,10 +729,8 @@ absl::Status ReadValues(const Verified& checkpoint, Backend& backend,
     char* base = static_cast<char*>(values[i].data());
     absl::Status read;
     if (values[i].device().is_cpu()) {
-      const absl::Span<char> whole(base, values[i].byte_size());
-      read = ReadScattered(file->fd(), path, offset,
-                           absl::MakeConstSpan(&whole, 1),
-                           absl::MakeSpan(&crcs[i], 1));
+      read = ReadScattered(file->fd(), path, offset, HostBytes(values[i]),
+                           &crcs[i]);
     } else {
       read = ReadToDevice(file->fd(), path, offset, values[i].byte_size(),
                           backend, base, &staging, &crcs[i]);

@@ -35,10 +35,6 @@ constexpr size_t kStagingBlocks = 4;
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack it.
 #endif
 
-uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
-  return libdeflate_crc32(crc, data, size);
-}
-
 // Tells the kernel that [offset, offset + length) of `fd` is wanted, in
 // order: it reads it ahead at the disk's pace while blocks are checksummed
 // and copied (one read at a time, as here, leaves a fast disk idle between
@@ -139,6 +135,10 @@ struct Piece {
 };
 
 }  // namespace
+
+uint32_t Crc32(uint32_t crc, const char* data, size_t size) {
+  return libdeflate_crc32(crc, data, size);
+}
 
 absl::Status DamagedFile(const fs::path& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path.string(), ": ", what));
@@ -293,6 +293,12 @@ absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
         }
         return can_fault;
       });
+}
+
+absl::Status ReadScattered(int fd, const fs::path& path, uint64_t offset,
+                           absl::Span<char> into, uint32_t* crc) {
+  return ReadScattered(fd, path, offset, absl::MakeConstSpan(&into, 1),
+                       absl::MakeSpan(crc, 1));
 }
 
 // A block is read on a helper thread while the calling thread checksums
