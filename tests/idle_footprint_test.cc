@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -31,7 +32,7 @@ constexpr int64_t kIdleBoundKb = 100 * 1000;
 // shadow. Measured idle: 100 MB there (63 MB of it the binary's mappings)
 // against 23.5 MB without; 264 MB with cuBLAS mapped at start-up. The bound
 // is twice as loose there, which that still exceeds.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER)
 constexpr int64_t kSanitizerMemoryFactor = 2;
 #else
 constexpr int64_t kSanitizerMemoryFactor = 1;

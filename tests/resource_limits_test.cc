@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/client.h"
@@ -28,7 +29,7 @@ namespace {
 // shadow and quarantine too (measured: 153 MiB where 150 bound it): the
 // bound on the growth is twice as loose there; the bound of an unbounded
 // design (500 MiB and more) is still far above it.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER)
 constexpr int64_t kSanitizerMemoryFactor = 2;
 #else
 constexpr int64_t kSanitizerMemoryFactor = 1;

@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -638,7 +639,7 @@ class WireFuzzTest : public ::testing::Test {
 // that freed everything a fuzzed call allocated still holds that much.
 // Measured in 20 s under --config=asan: 330 to 420 MiB of growth, where
 // the build without it stays under the 320 MiB bound.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER)
 constexpr int64_t kSanitizerSlackKb = 256 * 1024 + (256 + 64) * 1024 / 8;
 #else
 constexpr int64_t kSanitizerSlackKb = 0;
