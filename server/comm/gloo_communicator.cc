@@ -274,6 +274,7 @@ class GlooCommunicator : public Communicator {
     const int w = size();
     const int r = rank();
     if (w > 1) {
+      const float scale = 1.0f / static_cast<float>(w);
       const size_t largest = *std::max_element(counts.begin(), counts.end());
       const size_t chunk = std::max<size_t>(kRingChunkBytes / sizeof(float),
                                             (largest >> kChunkBits) + 1);
@@ -292,6 +293,11 @@ class GlooCommunicator : public Communicator {
             for (int s = 0; s < w - 1; ++s) {
               const int send = Mod(r - s - 1, w);
               const int receive = Mod(r - s - 2, w);
+              // The last step's block is this rank's own: averaged as its
+              // last sum arrives (the same roundings as a pass after it,
+              // without reading the block again).
+              const bool average_on_arrival =
+                  op == ReduceOp::kAverage && s == w - 2;
               for (size_t c = 0; c < chunks(counts[send]); ++c) {
                 const size_t length = std::min(chunk, counts[send] - c * chunk);
                 outgoing->send(Mod(r + 1, w), slots.of(s, c),
@@ -315,7 +321,13 @@ class GlooCommunicator : public Communicator {
                     std::min(chunk, counts[receive] - c * chunk);
                 const float* in = ring_scratch_.data() + (c % 2) * chunk;
                 float* into = values.data() + (*offsets)[receive] + c * chunk;
-                for (size_t e = 0; e < length; ++e) into[e] += in[e];
+                if (average_on_arrival) {
+                  for (size_t e = 0; e < length; ++e) {
+                    into[e] = (into[e] + in[e]) * scale;
+                  }
+                } else {
+                  for (size_t e = 0; e < length; ++e) into[e] += in[e];
+                }
                 if (c + 2 < receiving) post(c + 2);
               }
               for (size_t c = 0; c < chunks(counts[send]); ++c) {
@@ -325,11 +337,7 @@ class GlooCommunicator : public Communicator {
           });
       if (!status.ok()) return status;
     }
-    if (op == ReduceOp::kAverage) {
-      const float scale = 1.0f / static_cast<float>(w);
-      float* mine = values.data() + (*offsets)[r];
-      for (size_t e = 0; e < counts[r]; ++e) mine[e] *= scale;
-    }
+    // One rank's average is its own values.
     return absl::OkStatus();
   }
 

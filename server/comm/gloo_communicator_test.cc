@@ -85,7 +85,8 @@ TEST(GlooCommunicatorTest, LargeAllReducesTakeTheRingAndMatchGloosOwn) {
 }
 
 // The ring reduce-scatter over blocks of any size (empty ones too): each
-// rank's own block ends with the exact sum over ranks, for 2 to 5 ranks.
+// rank's own block ends with the exact sum over ranks, or the average
+// (averaged as the last sums arrive, chunk by chunk), for 2 to 5 ranks.
 // The last two cases send blocks in several chunks (1 MiB each): of
 // exactly two chunks, of two and a bit, and below one.
 TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
@@ -104,21 +105,26 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
     size_t total = 0;
     for (size_t count : counts) total += count;
     OnGlooRanks(world, [&](Communicator& c) {
-      std::vector<float> values(total);
-      for (size_t e = 0; e < total; ++e) {
-        values[e] = static_cast<float>((e * 7 + c.rank() * 13) % 64) / 8.0f;
-      }
-      ASSERT_TRUE(
-          c.ReduceScatterBlocks(absl::MakeSpan(values), counts, ReduceOp::kSum)
-              .ok());
-      size_t begin = 0;
-      for (int r = 0; r < c.rank(); ++r) begin += counts[r];
-      for (size_t e = begin; e < begin + counts[c.rank()]; ++e) {
-        float sum = 0;
-        for (int r = 0; r < c.size(); ++r) {
-          sum += static_cast<float>((e * 7 + r * 13) % 64) / 8.0f;
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        std::vector<float> values(total);
+        for (size_t e = 0; e < total; ++e) {
+          values[e] = static_cast<float>((e * 7 + c.rank() * 13) % 64) / 8.0f;
         }
-        ASSERT_EQ(values[e], sum) << "world " << world << " element " << e;
+        ASSERT_TRUE(
+            c.ReduceScatterBlocks(absl::MakeSpan(values), counts, op).ok());
+        size_t begin = 0;
+        for (int r = 0; r < c.rank(); ++r) begin += counts[r];
+        for (size_t e = begin; e < begin + counts[c.rank()]; ++e) {
+          float sum = 0;
+          for (int r = 0; r < c.size(); ++r) {
+            sum += static_cast<float>((e * 7 + r * 13) % 64) / 8.0f;
+          }
+          const float expected =
+              op == ReduceOp::kSum ? sum : sum * (1.0f / c.size());
+          ASSERT_EQ(values[e], expected)
+              << "world " << world << " element " << e << " average "
+              << (op == ReduceOp::kAverage);
+        }
       }
     });
   }
