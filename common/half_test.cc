@@ -38,7 +38,7 @@ TEST(HalfTest, EveryBf16PatternRoundTripsThroughFp32) {
 }
 
 // The compiler's own _Float16 as the reference: g++ has it on x86-64;
-// clang 14 (--config=asan) does not, and skips these two.
+// clang 14 (--config=fuzz's compiler) does not, and skips these two.
 #if defined(__FLT16_MAX__)
 TEST(HalfTest, Fp16WideningMatchesCompilerFloat16) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
