@@ -152,14 +152,16 @@ inline double DaemonsCpuSeconds(const Ranks& ranks) {
 }
 
 // Median seconds of `iterations` timed calls after kWarmup, all ranks at
-// once; `prepare` runs before each, untimed.
+// once; `prepare` runs before each, untimed, and `warm` once, before the
+// first timed one.
 inline double TimeSteps(
     const std::function<absl::Status(int)>& step,
     const std::function<bool()>& prepare = [] { return true; },
-    int iterations = kIterations) {
+    int iterations = kIterations, const std::function<void()>& warm = [] {}) {
   std::vector<double> seconds;
   for (int it = 0; it < kWarmup + iterations; ++it) {
     if (!prepare()) return -1;
+    if (it == kWarmup) warm();
     bool stepped = false;
     const double taken = SecondsOf([&] { stepped = OnEveryRank(step); });
     if (!stepped) return -1;

@@ -2,16 +2,40 @@
 
 #include <algorithm>
 #include <deque>
+#include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace distopt {
 
+namespace {
+
+// Which bucket takes each parameter's last slice, so that each bucket knows
+// the one whose step completes its parameters.
+void SetSteppedWith(std::vector<GradientBucket>& plan) {
+  absl::flat_hash_map<std::pair<int, int>, size_t> last_slice;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    for (const BucketEntry& entry : plan[k].entries) {
+      last_slice[{entry.group, entry.index}] = k;
+    }
+  }
+  for (size_t k = 0; k < plan.size(); ++k) {
+    plan[k].stepped_with = k;
+    for (const BucketEntry& entry : plan[k].entries) {
+      plan[k].stepped_with = std::max(plan[k].stepped_with,
+                                      last_slice[{entry.group, entry.index}]);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
-    const Presence& present, int64_t bucket_elements) {
+    const Presence& present, int64_t bucket_elements, Slicing slicing) {
   // Each owner's present parameters, in group and index order.
   std::vector<std::deque<BucketEntry>> waiting(owners);
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -22,6 +46,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
       entry.index = static_cast<int>(i);
       entry.owner = owner[g][i];
       entry.count = groups[g].params[i]->num_elements();
+      entry.total = entry.count;
       waiting[entry.owner].push_back(entry);
     }
   }
@@ -29,11 +54,13 @@ std::vector<GradientBucket> PlanGradientBuckets(
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
   std::vector<GradientBucket> plan;
   auto pending = [&] {
-    return absl::c_any_of(waiting, [](const auto& q) { return !q.empty(); });
+    return absl::c_count_if(waiting, [](const auto& q) { return !q.empty(); });
   };
-  while (pending()) {
+  while (const int64_t active = pending()) {
     GradientBucket bucket;
     bucket.blocks.assign(owners, 0);
+    // Sliced, the owners with gradients left split the whole bucket.
+    const int64_t room = std::max<int64_t>(1, bucket_elements / active);
     // Owners take turns coming first, so that none always waits for room.
     std::vector<std::vector<BucketEntry>> chosen(owners);
     int64_t size = 0;
@@ -41,18 +68,34 @@ std::vector<GradientBucket> PlanGradientBuckets(
     for (int turn = 0; turn < owners; ++turn) {
       const int r = (first + turn) % owners;
       int64_t taken = 0;
-      // Up to an owner's share (or one parameter larger than it), as long
-      // as the bucket has room; a parameter larger than a bucket goes
-      // alone.
       while (!waiting[r].empty()) {
-        const int64_t count = waiting[r].front().count;
-        const bool fits_share = taken == 0 || taken + count <= share;
-        const bool fits_bucket = size == 0 || size + count <= bucket_elements;
+        BucketEntry& front = waiting[r].front();
+        if (slicing == Slicing::kSliced) {
+          // Whole parameters while they fit; one larger than a share,
+          // which no bucket could take whole, is cut to fill the room.
+          const int64_t left = room - taken;
+          if (left <= 0) break;
+          if (front.count > left && front.count <= share && taken > 0) break;
+          BucketEntry slice = front;
+          slice.count = std::min(front.count, left);
+          chosen[r].push_back(slice);
+          front.begin += slice.count;
+          front.count -= slice.count;
+          if (front.count == 0) waiting[r].pop_front();
+          taken += slice.count;
+          continue;
+        }
+        // Whole: up to an owner's share (or one parameter larger than it),
+        // as long as the bucket has room; a parameter larger than a bucket
+        // goes alone.
+        const bool fits_share = taken == 0 || taken + front.count <= share;
+        const bool fits_bucket =
+            size == 0 || size + front.count <= bucket_elements;
         if (!fits_share || !fits_bucket) break;
-        chosen[r].push_back(waiting[r].front());
+        chosen[r].push_back(front);
+        taken += front.count;
+        size += front.count;
         waiting[r].pop_front();
-        taken += count;
-        size += count;
       }
       bucket.blocks[r] = static_cast<size_t>(taken);
     }
@@ -66,6 +109,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
     }
     plan.push_back(std::move(bucket));
   }
+  SetSteppedWith(plan);
   return plan;
 }
 
@@ -89,9 +133,12 @@ absl::Status FillBucket(const GradientBucket& bucket,
           "; expected a gradient on ", device.device().ToString()));
     }
     absl::Status status =
-        grad == nullptr ? device.Fill(out, DType::kFloat32, entry.count, 0.0)
-                        : device.Convert(out, DType::kFloat32, grad->data(),
-                                         grad->dtype(), entry.count);
+        grad == nullptr
+            ? device.Fill(out, DType::kFloat32, entry.count, 0.0)
+            : device.Convert(out, DType::kFloat32,
+                             static_cast<const char*>(grad->data()) +
+                                 entry.begin * ElementSize(grad->dtype()),
+                             grad->dtype(), entry.count);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
@@ -110,20 +157,47 @@ absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
-                        DeviceBuffer* narrowed, std::atomic<bool>* changing) {
-  // The bucket's entries this rank steps, by group, and the bytes their
-  // half-precision averages take.
-  std::vector<std::vector<const BucketEntry*>> by_group(groups.size());
+                        DeviceBuffer* narrowed, DeviceBuffer* assembled,
+                        std::atomic<bool>* changing) {
+  Backend& device = narrowed->backend();
+  // The bucket's parameters this rank steps now, by group, each with its
+  // fp32 average: whole ones in `values`, a sliced one whose last slice is
+  // here in `assembled`. Slices of a parameter that goes on are put
+  // together only after the steps, which may still read the parameter
+  // `assembled` completes.
+  struct Ready {
+    const BucketEntry* entry;
+    float* average;
+  };
+  std::vector<std::vector<Ready>> by_group(groups.size());
+  std::vector<const BucketEntry*> continued;
   size_t narrowed_bytes = 0;
   for (const BucketEntry& entry : bucket.entries) {
     if (steppers[entry.group].position[entry.index] < 0) continue;
-    by_group[entry.group].push_back(&entry);
+    float* average = values.data() + entry.offset;
+    if (entry.count != entry.total) {
+      if (assembled == nullptr) {
+        return absl::InternalError("StepBucket: a sliced plan needs assembly");
+      }
+      if (entry.begin + entry.count != entry.total) {
+        continued.push_back(&entry);
+        continue;
+      }
+      absl::StatusOr<char*> whole =
+          assembled->Reserve(entry.total * sizeof(float));
+      if (!whole.ok()) return whole.status();
+      float* into = reinterpret_cast<float*>(*whole);
+      absl::Status status = device.CopyWithinDevice(
+          into + entry.begin, average, entry.count * sizeof(float));
+      if (!status.ok()) return status;
+      average = into;
+    }
+    by_group[entry.group].push_back({&entry, average});
     const Tensor& param = *groups[entry.group].params[entry.index];
     if (param.dtype() != DType::kFloat32) narrowed_bytes += param.byte_size();
   }
   absl::StatusOr<char*> rounded_memory = narrowed->Reserve(narrowed_bytes);
   if (!rounded_memory.ok()) return rounded_memory.status();
-  Backend& device = narrowed->backend();
   char* next_rounded = *rounded_memory;
   for (size_t g = 0; g < groups.size(); ++g) {
     if (by_group[g].empty()) continue;
@@ -131,9 +205,9 @@ absl::Status StepBucket(const GradientBucket& bucket,
     std::vector<const Tensor*> grads(stepper.params.size(), nullptr);
     std::vector<Tensor> averaged;
     averaged.reserve(by_group[g].size());
-    for (const BucketEntry* entry : by_group[g]) {
-      const Tensor& param = *groups[g].params[entry->index];
-      float* average = values.data() + entry->offset;
+    for (const Ready& ready : by_group[g]) {
+      const Tensor& param = *groups[g].params[ready.entry->index];
+      float* average = ready.average;
       if (param.dtype() == DType::kFloat32) {
         averaged.push_back(Tensor::Borrow(average, DType::kFloat32,
                                           param.shape(), device.device()));
@@ -141,16 +215,27 @@ absl::Status StepBucket(const GradientBucket& bucket,
         // Rounded to the parameter's dtype, as its gradient would be.
         absl::Status status =
             device.Convert(next_rounded, param.dtype(), average,
-                           DType::kFloat32, entry->count);
+                           DType::kFloat32, ready.entry->total);
         if (!status.ok()) return status;
         averaged.push_back(Tensor::Borrow(next_rounded, param.dtype(),
                                           param.shape(), device.device()));
         next_rounded += param.byte_size();
       }
-      grads[stepper.position[entry->index]] = &averaged.back();
+      grads[stepper.position[ready.entry->index]] = &averaged.back();
     }
     *changing = true;
     absl::Status status = stepper.optimizer->Step(stepper.params, grads);
+    if (!status.ok()) return status;
+  }
+  for (const BucketEntry* entry : continued) {
+    // A parameter's first slice sizes the buffer (which may move then: it
+    // holds nothing yet); its later slices find it that size.
+    absl::StatusOr<char*> whole =
+        assembled->Reserve(entry->total * sizeof(float));
+    if (!whole.ok()) return whole.status();
+    absl::Status status = device.CopyWithinDevice(
+        reinterpret_cast<float*>(*whole) + entry->begin,
+        values.data() + entry->offset, entry->count * sizeof(float));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

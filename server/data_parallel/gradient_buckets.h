@@ -1,12 +1,13 @@
 // The gradients of one data-parallel step, reduced bucket by bucket so that
 // no scratch buffer grows with the model: a plan cuts the parameters that
 // have a gradient on some rank into buckets of at most `bucket_elements`
-// float32 values (a parameter larger than that gets a bucket of its own),
-// every rank planning the same buckets. Within a bucket the parameters are
-// grouped by owner rank (block r holds owner r's), so that a reduce-scatter
-// of the bucket gives each rank its own parameters' sums; each bucket takes
-// about as much from every owner, so that the ring stays balanced. fp16 and
-// bf16 gradients are widened, so the average is taken in fp32.
+// float32 values, every rank planning the same buckets. A parameter larger
+// than an owner's share of a bucket either gets a bucket of its own or is
+// cut into slices across consecutive buckets (see Slicing). Within a bucket the
+// parameters are grouped by owner rank (block r holds owner r's), so that a
+// reduce-scatter of the bucket gives each rank its own parameters' sums; each
+// bucket takes about as much from every owner, so that the ring stays balanced.
+// fp16 and bf16 gradients are widened, so the average is taken in fp32.
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 
@@ -32,19 +33,38 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 // present[g][i]: parameter i of group g has a gradient on some rank.
 using Presence = std::vector<std::vector<bool>>;
 
+// Elements [begin, begin + count) of one parameter's gradient: all of it,
+// or one slice of a parameter cut across buckets.
 struct BucketEntry {
   int group = 0;
   int index = 0;
   int owner = 0;
   int64_t offset = 0;  // Where its gradient starts in the bucket.
   int64_t count = 0;   // Elements.
+  int64_t begin = 0;   // The slice's first element in the parameter.
+  // The parameter's elements: the entry is its last slice (or all of it)
+  // when begin + count == total.
+  int64_t total = 0;
 };
 
 struct GradientBucket {
   std::vector<BucketEntry> entries;  // By owner, then in plan order.
   std::vector<size_t> blocks;        // Elements per owner rank.
   int64_t size = 0;                  // Elements in all.
+  // The bucket (of the same plan) whose step completes every parameter
+  // with a slice here: this one, unless a parameter goes on into later
+  // buckets. Its parameters can be sent on once that bucket is stepped.
+  size_t stepped_with = 0;
 };
+
+// What a plan does with a parameter larger than an owner's share of a
+// bucket (bucket_elements / owners). kWhole: it goes in a bucket with no
+// other owner's parameters, so that a reduce-scatter of that bucket moves
+// bytes one way only. kSliced: it is cut so that every bucket takes an
+// equal share from every owner that has gradients left, and the ring's
+// links all carry bytes at once; the owner puts the slices' averages
+// together before stepping it (StepBucket's `assembled`).
+enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
 // (every parameter has owner 0 when every rank needs every average, as
@@ -52,7 +72,8 @@ struct GradientBucket {
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
-    const Presence& present, int64_t bucket_elements);
+    const Presence& present, int64_t bucket_elements,
+    Slicing slicing = Slicing::kWhole);
 
 // The largest bucket of a plan, in elements: the scratch a step needs.
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);
@@ -82,13 +103,18 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 // group) with their averaged gradients from `values` (on the parameters'
 // device): fp32 ones read in place, fp16/bf16 ones rounded to nearest even
 // into `narrowed` (on that device too, kept by the caller from step to
-// step: at most half a bucket). `*changing` turns true before the first
+// step: at most half a bucket, or one sliced parameter). A sliced
+// parameter's averages are gathered in `assembled` (kept the same way:
+// one parameter's fp32 values) and it is stepped with the bucket of its
+// last slice; buckets must come in plan order. `assembled` may be null for
+// a plan of whole parameters. `*changing` turns true before the first
 // parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
-                        DeviceBuffer* narrowed, std::atomic<bool>* changing);
+                        DeviceBuffer* narrowed, DeviceBuffer* assembled,
+                        std::atomic<bool>* changing);
 
 }  // namespace distopt
 

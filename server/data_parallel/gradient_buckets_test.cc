@@ -1,5 +1,6 @@
 #include "server/data_parallel/gradient_buckets.h"
 
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -73,6 +74,76 @@ TEST(PlanGradientBucketsTest, AParameterLargerThanTheBucketGoesAlone) {
               ::testing::ElementsAre(::testing::ElementsAre(0),
                                      ::testing::ElementsAre(1, 2)));
   EXPECT_EQ(LargestBucket(plan), 500);
+}
+
+// (index, begin, count) of each bucket's entries.
+std::vector<std::vector<std::tuple<int, int64_t, int64_t>>> Slices(
+    const std::vector<GradientBucket>& plan) {
+  std::vector<std::vector<std::tuple<int, int64_t, int64_t>>> slices;
+  for (const GradientBucket& bucket : plan) {
+    slices.emplace_back();
+    for (const BucketEntry& entry : bucket.entries) {
+      slices.back().emplace_back(entry.index, entry.begin, entry.count);
+    }
+  }
+  return slices;
+}
+
+using ::testing::ElementsAre;
+using ::testing::FieldsAre;
+
+// Sliced, parameters larger than a share (50 of 100) are cut so that every
+// bucket takes 50 from each owner while both have gradients left; each
+// parameter is stepped with the bucket of its last slice.
+TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
+  Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+                                        Slicing::kSliced);
+  EXPECT_THAT(
+      Slices(plan),
+      ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 50)),
+                  ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 36),
+                              FieldsAre(1, 50, 14), FieldsAre(3, 0, 36)),
+                  ElementsAre(FieldsAre(2, 36, 28), FieldsAre(3, 36, 28))));
+  EXPECT_THAT(plan[0].blocks, ElementsAre(50, 50));
+  EXPECT_THAT(plan[1].blocks, ElementsAre(50, 50));
+  EXPECT_THAT(plan[2].blocks, ElementsAre(28, 28));
+  EXPECT_EQ(plan[1].entries[1].offset, 14);
+  EXPECT_EQ(plan[1].entries[1].total, 64);
+  EXPECT_EQ(plan[0].stepped_with, 1u);
+  EXPECT_EQ(plan[1].stepped_with, 2u);
+  EXPECT_EQ(plan[2].stepped_with, 2u);
+  EXPECT_EQ(LargestBucket(plan), 100);
+}
+
+// A parameter no larger than a share is never cut: it waits for the next
+// bucket rather than be split at the end of this one.
+TEST(PlanGradientBucketsTest, SlicedPlansKeepSmallParametersWhole) {
+  Model m(std::vector<int64_t>(4, 30), {0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+                                        Slicing::kSliced);
+  EXPECT_THAT(
+      Slices(plan),
+      ElementsAre(ElementsAre(FieldsAre(0, 0, 30), FieldsAre(1, 0, 30)),
+                  ElementsAre(FieldsAre(2, 0, 30), FieldsAre(3, 0, 30))));
+  EXPECT_EQ(plan[0].stepped_with, 0u);
+  EXPECT_EQ(plan[1].stepped_with, 1u);
+}
+
+// Once one owner has no gradients left, the others share the whole bucket.
+TEST(PlanGradientBucketsTest, SlicedPlansGiveTheRoomOfDoneOwnersToTheRest) {
+  Model m({300, 10}, {0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+                                        Slicing::kSliced);
+  EXPECT_THAT(Slices(plan),
+              ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 10)),
+                          ElementsAre(FieldsAre(0, 50, 100)),
+                          ElementsAre(FieldsAre(0, 150, 100)),
+                          ElementsAre(FieldsAre(0, 250, 50))));
+  for (const GradientBucket& bucket : plan) {
+    EXPECT_EQ(bucket.stepped_with, 3u);
+  }
+  EXPECT_EQ(LargestBucket(plan), 100);
 }
 
 TEST(PlanGradientBucketsTest, MissingGradientsAreLeftOut) {

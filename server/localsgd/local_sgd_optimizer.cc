@@ -212,8 +212,9 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
       status = (*reducer)->tensors().AllReduce(values, ReduceOp::kAverage);
     }
     if (status.ok()) {
-      status = AsCollectiveFailure(StepBucket(
-          bucket, groups_, values, steppers_, &narrowed_storage_, &changing_));
+      status = AsCollectiveFailure(
+          StepBucket(bucket, groups_, values, steppers_, &narrowed_storage_,
+                     /*assembled=*/nullptr, &changing_));
     }
     if (!status.ok()) return status;
   }

@@ -19,8 +19,9 @@
 
 namespace distopt {
 
-// Collective. Every rank's parameters of `bucket` end with their owner's
-// values.
+// Collective. Every rank's parameters (or slices of them) in `bucket` end
+// with their owner's values: call it once the owners have stepped them
+// (after the bucket's stepped_with).
 absl::Status GatherBucketParameters(Communicator& communicator,
                                     const GradientBucket& bucket,
                                     const std::vector<ParamGroup>& groups);

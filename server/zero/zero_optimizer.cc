@@ -195,9 +195,14 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
       present[g].push_back(header[k++] > 0);
     }
   }
+  // Gradient-sharded, parameters larger than an owner's share of a bucket
+  // are sliced, so that every bucket's reduce-scatter and all-gather move
+  // bytes between all ranks at once, not from one owner's block alone.
+  // An all-reduce is balanced whatever the bucket holds.
   const std::vector<GradientBucket> plan = PlanGradientBuckets(
       groups_, partition_.owner, communicator_->size(), present,
-      options_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
+      options_.bucket_bytes / static_cast<int64_t>(sizeof(float)),
+      options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole);
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);
@@ -271,7 +276,9 @@ absl::Status ZeroOptimizer::ReduceAndStep(
   // collective times out and the round breaks, as with a lost peer.
   if (!scratch.ok()) return AsCollectiveFailure(scratch.status());
   absl::Status local;
-  for (const GradientBucket& bucket : plan) {
+  size_t gathered = 0;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const GradientBucket& bucket = plan[k];
     absl::Span<float> values = scratch->subspan(0, bucket.size);
     if (local.ok()) local = FillBucket(bucket, grads, values, *device_);
     if (!local.ok()) ZeroFill(values);
@@ -279,10 +286,13 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     if (!status.ok()) return status;
     if (local.ok()) {
       local = StepBucket(bucket, groups_, values, steppers_, &narrowed_scratch_,
-                         &changing_);
+                         &assembled_scratch_, &changing_);
     }
-    status = Gather(bucket);
-    if (!status.ok()) return status;
+    // The buckets whose parameters this step completed.
+    for (; gathered <= k && plan[gathered].stepped_with <= k; ++gathered) {
+      status = Gather(plan[gathered]);
+      if (!status.ok()) return status;
+    }
   }
   return local;
 }
@@ -317,6 +327,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   absl::Status collective;
   std::vector<absl::Status> reduce_status(n);
   std::thread communication([&] {
+    size_t gathered = 0;
     for (size_t k = 0; k <= n; ++k) {
       if (k < n) {
         filled[k].WaitForNotification();
@@ -325,8 +336,12 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
         reduced[k].Notify();
       }
       if (gather && k > 0) {
+        // The buckets whose parameters bucket k - 1's step completed.
         stepped[k - 1].WaitForNotification();
-        if (collective.ok()) collective = Gather(plan[k - 1]);
+        for (; gathered < k && plan[gathered].stepped_with <= k - 1;
+             ++gathered) {
+          if (collective.ok()) collective = Gather(plan[gathered]);
+        }
       }
     }
   });
@@ -342,7 +357,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
       local = StepBucket(plan[k], groups_, values(k), steppers_,
-                         &narrowed_scratch_, &changing_);
+                         &narrowed_scratch_, &assembled_scratch_, &changing_);
     }
     stepped[k].Notify();
   }
@@ -364,7 +379,8 @@ int64_t ZeroOptimizer::state_bytes() const {
 
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity() +
-                                       narrowed_scratch_.capacity()) +
+                                       narrowed_scratch_.capacity() +
+                                       assembled_scratch_.capacity()) +
                   communicator_kept_bytes_;
   for (const auto& scratch : gradient_scratch_) {
     bytes += static_cast<int64_t>(scratch.capacity());

@@ -48,13 +48,15 @@ struct ZeroOptions {
   // contiguous shards: every parameter stays whole on one rank, so the
   // local optimizers, state dicts (and their resharding across world
   // sizes) and Join are those of ZeRO-1, and optimizers whose update reads
-  // a whole tensor stay exact; the cost, an uneven last block, is bounded
-  // because each bucket takes about as much from every rank.
+  // a whole tensor stay exact. The cost, uneven blocks, is bounded: each
+  // bucket takes an equal share from every rank, a parameter larger than
+  // a share being sliced across buckets (its owner puts the averages of
+  // its slices together before stepping it, in a buffer of its size).
   bool gradient_sharded = false;
   // Gradients are reduced and parameters sent in buckets of at most this
   // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
   // it, not by the model (a parameter larger than a bucket goes in a
-  // bucket of its own).
+  // bucket of its own, or, gradient-sharded, is sliced).
   int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
@@ -159,6 +161,7 @@ class ZeroOptimizer {
         budget_(budget),
         gradient_scratch_{DeviceBuffer(device), DeviceBuffer(device)},
         narrowed_scratch_(device),
+        assembled_scratch_(device),
         broadcast_scratch_(device) {}
 
   // Groups added to the optimizer: the partition with them and this
@@ -217,9 +220,12 @@ class ZeroOptimizer {
   // its allocation on every step), each bounded by the bucket size: two
   // gradient buckets (one for overlap), a bucket's fp16/bf16 averages, and
   // the parameter bucket the owners broadcast (the bucket view's, or small
-  // parameters packed, at most 1 MiB, without it).
+  // parameters packed, at most 1 MiB, without it). Gradient-sharded, the
+  // averages of a parameter sliced across buckets are put together in
+  // assembled_scratch_ (one parameter's fp32 values).
   DeviceBuffer gradient_scratch_[2];
   DeviceBuffer narrowed_scratch_;
+  DeviceBuffer assembled_scratch_;
   DeviceBuffer broadcast_scratch_;
   // Set when a step begins changing this rank's parameters (by stepping
   // them, or by receiving other owners'; from either thread).
