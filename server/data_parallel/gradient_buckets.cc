@@ -50,6 +50,23 @@ std::vector<GradientBucket> PlanGradientBuckets(
       waiting[entry.owner].push_back(entry);
     }
   }
+  if (slicing == Slicing::kSliced) {
+    // An owner puts a sliced parameter together in a buffer of its size
+    // (StepBucket): the largest that may be sliced comes out of the
+    // buckets, down to half of them, so that a bucket and that buffer
+    // together stay within bucket_elements unless that parameter is larger
+    // than half of it.
+    const int64_t least = std::max<int64_t>(1, bucket_elements / 2);
+    int64_t assembled = 0;
+    for (const std::deque<BucketEntry>& entries : waiting) {
+      for (const BucketEntry& entry : entries) {
+        if (entry.count > least / owners) {
+          assembled = std::max(assembled, entry.count);
+        }
+      }
+    }
+    bucket_elements = std::max(least, bucket_elements - assembled);
+  }
   // Every owner gets about an equal share of each bucket.
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
   std::vector<GradientBucket> plan;

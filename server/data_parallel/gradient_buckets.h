@@ -63,7 +63,10 @@ struct GradientBucket {
 // bytes one way only. kSliced: it is cut so that every bucket takes an
 // equal share from every owner that has gradients left, and the ring's
 // links all carry bytes at once; the owner puts the slices' averages
-// together before stepping it (StepBucket's `assembled`).
+// together before stepping it (StepBucket's `assembled`), a buffer that
+// comes out of the plan's buckets: they shrink by the largest parameter
+// that may be sliced (one larger than bucket_elements / 2 / owners), down
+// to half their size.
 enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g

@@ -1,5 +1,6 @@
 #include "server/data_parallel/gradient_buckets.h"
 
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -92,28 +93,30 @@ std::vector<std::vector<std::tuple<int, int64_t, int64_t>>> Slices(
 using ::testing::ElementsAre;
 using ::testing::FieldsAre;
 
-// Sliced, parameters larger than a share (50 of 100) are cut so that every
-// bucket takes 50 from each owner while both have gradients left; each
-// parameter is stepped with the bucket of its last slice.
+// Sliced, parameters larger than a share are cut so that every bucket
+// takes as much from each owner while both have gradients left, and each
+// parameter is stepped with the bucket of its last slice. The buffer a
+// sliced parameter is put together in (120) comes out of the buckets: 180
+// of 300, a share of 90 per owner.
 TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
-  Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
-  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+  Model m(std::vector<int64_t>(4, 120), {0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 300,
                                         Slicing::kSliced);
   EXPECT_THAT(
       Slices(plan),
-      ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 50)),
-                  ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 36),
-                              FieldsAre(1, 50, 14), FieldsAre(3, 0, 36)),
-                  ElementsAre(FieldsAre(2, 36, 28), FieldsAre(3, 36, 28))));
-  EXPECT_THAT(plan[0].blocks, ElementsAre(50, 50));
-  EXPECT_THAT(plan[1].blocks, ElementsAre(50, 50));
-  EXPECT_THAT(plan[2].blocks, ElementsAre(28, 28));
-  EXPECT_EQ(plan[1].entries[1].offset, 14);
-  EXPECT_EQ(plan[1].entries[1].total, 64);
+      ElementsAre(ElementsAre(FieldsAre(0, 0, 90), FieldsAre(1, 0, 90)),
+                  ElementsAre(FieldsAre(0, 90, 30), FieldsAre(2, 0, 60),
+                              FieldsAre(1, 90, 30), FieldsAre(3, 0, 60)),
+                  ElementsAre(FieldsAre(2, 60, 60), FieldsAre(3, 60, 60))));
+  EXPECT_THAT(plan[0].blocks, ElementsAre(90, 90));
+  EXPECT_THAT(plan[1].blocks, ElementsAre(90, 90));
+  EXPECT_THAT(plan[2].blocks, ElementsAre(60, 60));
+  EXPECT_EQ(plan[1].entries[1].offset, 30);
+  EXPECT_EQ(plan[1].entries[1].total, 120);
   EXPECT_EQ(plan[0].stepped_with, 1u);
   EXPECT_EQ(plan[1].stepped_with, 2u);
   EXPECT_EQ(plan[2].stepped_with, 2u);
-  EXPECT_EQ(LargestBucket(plan), 100);
+  EXPECT_EQ(LargestBucket(plan) + 120, 300);
 }
 
 // A parameter no larger than a share is never cut: it waits for the next
@@ -130,20 +133,27 @@ TEST(PlanGradientBucketsTest, SlicedPlansKeepSmallParametersWhole) {
   EXPECT_EQ(plan[1].stepped_with, 1u);
 }
 
-// Once one owner has no gradients left, the others share the whole bucket.
+// A parameter larger than half the bucket leaves the buckets half of it
+// (50 of 100); once one owner has no gradients left, the other takes all
+// of that.
 TEST(PlanGradientBucketsTest, SlicedPlansGiveTheRoomOfDoneOwnersToTheRest) {
   Model m({300, 10}, {0, 1});
   const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
                                         Slicing::kSliced);
-  EXPECT_THAT(Slices(plan),
-              ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 10)),
-                          ElementsAre(FieldsAre(0, 50, 100)),
-                          ElementsAre(FieldsAre(0, 150, 100)),
-                          ElementsAre(FieldsAre(0, 250, 50))));
-  for (const GradientBucket& bucket : plan) {
-    EXPECT_EQ(bucket.stepped_with, 3u);
+  ASSERT_EQ(plan.size(), 7u);
+  EXPECT_THAT(Slices(plan)[0],
+              ElementsAre(FieldsAre(0, 0, 25), FieldsAre(1, 0, 10)));
+  for (size_t k = 1; k < plan.size(); ++k) {
+    const int64_t begin = 25 + 50 * static_cast<int64_t>(k - 1);
+    EXPECT_THAT(
+        Slices(plan)[k],
+        ElementsAre(FieldsAre(0, begin, std::min<int64_t>(50, 300 - begin))))
+        << k;
   }
-  EXPECT_EQ(LargestBucket(plan), 100);
+  for (const GradientBucket& bucket : plan) {
+    EXPECT_EQ(bucket.stepped_with, 6u);
+  }
+  EXPECT_EQ(LargestBucket(plan), 50);
 }
 
 TEST(PlanGradientBucketsTest, MissingGradientsAreLeftOut) {

@@ -199,9 +199,14 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // are sliced, so that every bucket's reduce-scatter and all-gather move
   // bytes between all ranks at once, not from one owner's block alone.
   // An all-reduce is balanced whatever the bucket holds.
+  // With overlap, the two buckets in flight share bucket_bytes: the step's
+  // gradient scratch is the same in every mode.
+  const int64_t bucket_elements = std::max<int64_t>(
+      1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
+             (options_.overlap ? 2 : 1));
   const std::vector<GradientBucket> plan = PlanGradientBuckets(
       groups_, partition_.owner, communicator_->size(), present,
-      options_.bucket_bytes / static_cast<int64_t>(sizeof(float)),
+      bucket_elements,
       options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole);
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)

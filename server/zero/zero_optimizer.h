@@ -51,12 +51,14 @@ struct ZeroOptions {
   // a whole tensor stay exact. The cost, uneven blocks, is bounded: each
   // bucket takes an equal share from every rank, a parameter larger than
   // a share being sliced across buckets (its owner puts the averages of
-  // its slices together before stepping it, in a buffer of its size).
+  // its slices together before stepping it, in a buffer of its size that
+  // comes out of the buckets' bytes: gradient_buckets.h).
   bool gradient_sharded = false;
   // Gradients are reduced and parameters sent in buckets of at most this
   // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
   // it, not by the model (a parameter larger than a bucket goes in a
-  // bucket of its own, or, gradient-sharded, is sliced).
+  // bucket of its own, or, gradient-sharded, is sliced). With overlap the
+  // two gradient buckets in flight share it, half each.
   int64_t bucket_bytes = kDefaultBucketBytes;
 };
 

@@ -374,6 +374,35 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
   }
 }
 
+// Gradient-sharded, parameters larger than a rank's share of a bucket are
+// sliced, and the buffer their slices are put together in comes out of
+// the buckets: 6 parameters of 2500 floats (10 KB) in 16 KiB buckets keep
+// half a bucket (8 KiB) besides that buffer, and the communicator's two
+// ring chunks of at most a block; buckets left whole beside the buffer
+// would keep 16 KiB and chunks of 8 KiB.
+TEST(ZeroScratchTest, SlicedParametersComeOutOfTheBucket) {
+  constexpr int64_t kBucket = 16 << 10;
+  constexpr int64_t kParameter = 2500 * sizeof(float);
+  for (bool overlap : {false, true}) {
+    Scenario s;
+    s.kind = "adam";
+    s.world = 2;
+    s.steps = 2;
+    s.groups = {std::vector<ParamSpec>(6, ParamSpec{{2500}})};
+    s.hyperparameters = {{{"lr", 0.01}}};
+    s.options.gradient_sharded = true;
+    s.options.overlap = overlap;
+    s.options.bucket_bytes = kBucket;
+    const Outcome outcome = zero_testing::Run(s);
+    ExpectMatchesReference(s, outcome);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_GT(outcome.scratch_bytes[r], kParameter);
+      EXPECT_LE(outcome.scratch_bytes[r], kBucket / 2 + kParameter + kBucket)
+          << "rank " << r << " overlap=" << overlap;
+    }
+  }
+}
+
 // Plain SGD whose first update waits (up to 2 s) for `ready()`, and
 // records whether it came.
 class WaitingSgd : public OptimizerKind {
@@ -424,7 +453,8 @@ TEST(ZeroOverlapTest, ARankStepsOneBucketWhileTheNextIsReduced) {
       // The header, then bucket 0, then bucket 1: the third all-reduce.
       WaitingSgd kind([&] { return r != 0 || c.started(3); });
       // Four equal parameters owned by ranks 0, 1, 0, 1; buckets of two
-      // (one per rank): {0, 1}, then {2, 3}.
+      // (one per rank): {0, 1}, then {2, 3} (with overlap, the two buckets
+      // in flight share bucket_bytes).
       std::vector<Tensor> params;
       ParamGroup group;
       group.hyperparameters = {{"lr", 0.1}};
@@ -434,7 +464,7 @@ TEST(ZeroOverlapTest, ARankStepsOneBucketWhileTheNextIsReduced) {
       for (Tensor& p : params) group.params.push_back(&p);
       ZeroOptions options;
       options.overlap = overlap;
-      options.bucket_bytes = 2 * 64 * sizeof(float);
+      options.bucket_bytes = (overlap ? 4 : 2) * 64 * sizeof(float);
       auto zero =
           ZeroOptimizer::Create(&c, &kind, "waiting_sgd", {group}, options);
       ASSERT_TRUE(zero.ok()) << zero.status();
