@@ -30,6 +30,23 @@ void SetSteppedWith(std::vector<GradientBucket>& plan) {
   }
 }
 
+// Where `entry`'s slice goes in the buffer its parameter is put together
+// in. A parameter's first slice sizes the buffer (which may move then: it
+// holds nothing yet); its later slices must find it that size, holding the
+// earlier ones.
+absl::StatusOr<float*> AssemblyFor(const BucketEntry& entry,
+                                   DeviceBuffer* assembled) {
+  const size_t bytes = entry.total * sizeof(float);
+  if (entry.begin > 0 && assembled->capacity() < bytes) {
+    return absl::InternalError(
+        absl::StrCat("StepBucket: the slices of parameter ", entry.index,
+                     " of group ", entry.group, " came out of plan order"));
+  }
+  absl::StatusOr<char*> whole = assembled->Reserve(bytes);
+  if (!whole.ok()) return whole.status();
+  return reinterpret_cast<float*>(*whole) + entry.begin;
+}
+
 }  // namespace
 
 std::vector<GradientBucket> PlanGradientBuckets(
@@ -52,20 +69,21 @@ std::vector<GradientBucket> PlanGradientBuckets(
   }
   if (slicing == Slicing::kSliced) {
     // An owner puts a sliced parameter together in a buffer of its size
-    // (StepBucket): the largest that may be sliced comes out of the
-    // buckets, down to half of them, so that a bucket and that buffer
-    // together stay within bucket_elements unless that parameter is larger
-    // than half of it.
-    const int64_t least = std::max<int64_t>(1, bucket_elements / 2);
-    int64_t assembled = 0;
+    // (StepBucket). When the largest parameter would be sliced, that buffer
+    // comes out of the buckets, down to half of them, so that a bucket and
+    // the buffer together stay within bucket_elements unless that parameter
+    // is larger than half of it. (The smaller buckets may slice parameters
+    // the full ones would not have; none is larger than the largest.)
+    int64_t largest = 0;
     for (const std::deque<BucketEntry>& entries : waiting) {
       for (const BucketEntry& entry : entries) {
-        if (entry.count > least / owners) {
-          assembled = std::max(assembled, entry.count);
-        }
+        largest = std::max(largest, entry.count);
       }
     }
-    bucket_elements = std::max(least, bucket_elements - assembled);
+    if (largest > bucket_elements / owners) {
+      bucket_elements = std::max(std::max<int64_t>(1, bucket_elements / 2),
+                                 bucket_elements - largest);
+    }
   }
   // Every owner gets about an equal share of each bucket.
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
@@ -200,14 +218,12 @@ absl::Status StepBucket(const GradientBucket& bucket,
         continued.push_back(&entry);
         continue;
       }
-      absl::StatusOr<char*> whole =
-          assembled->Reserve(entry.total * sizeof(float));
-      if (!whole.ok()) return whole.status();
-      float* into = reinterpret_cast<float*>(*whole);
-      absl::Status status = device.CopyWithinDevice(
-          into + entry.begin, average, entry.count * sizeof(float));
+      absl::StatusOr<float*> into = AssemblyFor(entry, assembled);
+      if (!into.ok()) return into.status();
+      absl::Status status =
+          device.CopyWithinDevice(*into, average, entry.count * sizeof(float));
       if (!status.ok()) return status;
-      average = into;
+      average = *into - entry.begin;
     }
     by_group[entry.group].push_back({&entry, average});
     const Tensor& param = *groups[entry.group].params[entry.index];
@@ -245,14 +261,10 @@ absl::Status StepBucket(const GradientBucket& bucket,
     if (!status.ok()) return status;
   }
   for (const BucketEntry* entry : continued) {
-    // A parameter's first slice sizes the buffer (which may move then: it
-    // holds nothing yet); its later slices find it that size.
-    absl::StatusOr<char*> whole =
-        assembled->Reserve(entry->total * sizeof(float));
-    if (!whole.ok()) return whole.status();
+    absl::StatusOr<float*> into = AssemblyFor(*entry, assembled);
+    if (!into.ok()) return into.status();
     absl::Status status = device.CopyWithinDevice(
-        reinterpret_cast<float*>(*whole) + entry->begin,
-        values.data() + entry->offset, entry->count * sizeof(float));
+        *into, values.data() + entry->offset, entry->count * sizeof(float));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

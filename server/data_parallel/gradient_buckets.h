@@ -2,12 +2,13 @@
 // no scratch buffer grows with the model: a plan cuts the parameters that
 // have a gradient on some rank into buckets of at most `bucket_elements`
 // float32 values, every rank planning the same buckets. A parameter larger
-// than an owner's share of a bucket either gets a bucket of its own or is
-// cut into slices across consecutive buckets (see Slicing). Within a bucket the
-// parameters are grouped by owner rank (block r holds owner r's), so that a
-// reduce-scatter of the bucket gives each rank its own parameters' sums; each
-// bucket takes about as much from every owner, so that the ring stays balanced.
-// fp16 and bf16 gradients are widened, so the average is taken in fp32.
+// than an owner's share of a bucket either stays whole (alone, when it is
+// larger than a bucket) or is cut into slices across consecutive buckets
+// (see Slicing). Within a bucket the parameters are grouped by owner rank
+// (block r holds owner r's), so that a reduce-scatter of the bucket gives
+// each rank its own parameters' sums; each bucket takes about as much from
+// every owner, so that the ring stays balanced. fp16 and bf16 gradients are
+// widened, so the average is taken in fp32.
 #ifndef DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 #define DISTOPT_SERVER_DATA_PARALLEL_GRADIENT_BUCKETS_H_
 
@@ -58,15 +59,15 @@ struct GradientBucket {
 };
 
 // What a plan does with a parameter larger than an owner's share of a
-// bucket (bucket_elements / owners). kWhole: it goes in a bucket with no
-// other owner's parameters, so that a reduce-scatter of that bucket moves
-// bytes one way only. kSliced: it is cut so that every bucket takes an
-// equal share from every owner that has gradients left, and the ring's
-// links all carry bytes at once; the owner puts the slices' averages
-// together before stepping it (StepBucket's `assembled`), a buffer that
-// comes out of the plan's buckets: they shrink by the largest parameter
-// that may be sliced (one larger than bucket_elements / 2 / owners), down
-// to half their size.
+// bucket (bucket_elements / owners). kWhole: it stays whole, in a bucket
+// that then takes less (or nothing) from the other owners, down to one
+// parameter alone when it is larger than a bucket: a reduce-scatter of
+// such a bucket moves bytes mostly one way. kSliced: it is cut so that
+// every bucket takes an equal share from every owner that has gradients
+// left, and the ring's links all carry bytes at once; the owner puts the
+// slices' averages together before stepping it (StepBucket's `assembled`).
+// That buffer comes out of the plan's buckets: when the largest parameter
+// is larger than a share, they shrink by its size, down to half a bucket.
 enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
@@ -106,7 +107,7 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 // group) with their averaged gradients from `values` (on the parameters'
 // device): fp32 ones read in place, fp16/bf16 ones rounded to nearest even
 // into `narrowed` (on that device too, kept by the caller from step to
-// step: at most half a bucket, or one sliced parameter). A sliced
+// step: at most half a bucket plus one sliced parameter). A sliced
 // parameter's averages are gathered in `assembled` (kept the same way:
 // one parameter's fp32 values) and it is stepped with the bucket of its
 // last slice; buckets must come in plan order. `assembled` may be null for

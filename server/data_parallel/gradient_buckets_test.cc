@@ -95,31 +95,36 @@ using ::testing::FieldsAre;
 
 // Sliced, parameters larger than a share are cut so that every bucket
 // takes as much from each owner while both have gradients left, and each
-// parameter is stepped with the bucket of its last slice. The buffer a
-// sliced parameter is put together in (120) comes out of the buckets: 180
-// of 300, a share of 90 per owner.
+// parameter is stepped with the bucket of its last slice. The largest
+// parameter (64) is larger than a share of 100 (50), so the buffer it is
+// put together in comes out of the buckets: half of 100 is left, a share
+// of 25 per owner.
 TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
-  Model m(std::vector<int64_t>(4, 120), {0, 1, 0, 1});
-  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 300,
+  Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
                                         Slicing::kSliced);
   EXPECT_THAT(
       Slices(plan),
-      ElementsAre(ElementsAre(FieldsAre(0, 0, 90), FieldsAre(1, 0, 90)),
-                  ElementsAre(FieldsAre(0, 90, 30), FieldsAre(2, 0, 60),
-                              FieldsAre(1, 90, 30), FieldsAre(3, 0, 60)),
-                  ElementsAre(FieldsAre(2, 60, 60), FieldsAre(3, 60, 60))));
-  EXPECT_THAT(plan[0].blocks, ElementsAre(90, 90));
-  EXPECT_THAT(plan[1].blocks, ElementsAre(90, 90));
-  EXPECT_THAT(plan[2].blocks, ElementsAre(60, 60));
-  EXPECT_EQ(plan[1].entries[1].offset, 30);
-  EXPECT_EQ(plan[1].entries[1].total, 120);
-  EXPECT_EQ(plan[0].stepped_with, 1u);
-  EXPECT_EQ(plan[1].stepped_with, 2u);
-  EXPECT_EQ(plan[2].stepped_with, 2u);
-  EXPECT_EQ(LargestBucket(plan) + 120, 300);
+      ElementsAre(ElementsAre(FieldsAre(0, 0, 25), FieldsAre(1, 0, 25)),
+                  ElementsAre(FieldsAre(0, 25, 25), FieldsAre(1, 25, 25)),
+                  ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 11),
+                              FieldsAre(1, 50, 14), FieldsAre(3, 0, 11)),
+                  ElementsAre(FieldsAre(2, 11, 25), FieldsAre(3, 11, 25)),
+                  ElementsAre(FieldsAre(2, 36, 25), FieldsAre(3, 36, 25)),
+                  ElementsAre(FieldsAre(2, 61, 3), FieldsAre(3, 61, 3))));
+  EXPECT_THAT(plan[2].blocks, ElementsAre(25, 25));
+  EXPECT_THAT(plan[5].blocks, ElementsAre(3, 3));
+  EXPECT_EQ(plan[2].entries[1].offset, 14);
+  EXPECT_EQ(plan[2].entries[1].total, 64);
+  const std::vector<size_t> stepped_with = {2, 2, 5, 5, 5, 5};
+  for (size_t k = 0; k < plan.size(); ++k) {
+    EXPECT_EQ(plan[k].stepped_with, stepped_with[k]) << k;
+  }
+  EXPECT_EQ(LargestBucket(plan), 50);
 }
 
-// A parameter no larger than a share is never cut: it waits for the next
+// Buckets keep their size when no parameter is larger than a share, and a
+// parameter no larger than a share is never cut: it waits for the next
 // bucket rather than be split at the end of this one.
 TEST(PlanGradientBucketsTest, SlicedPlansKeepSmallParametersWhole) {
   Model m(std::vector<int64_t>(4, 30), {0, 1, 0, 1});
@@ -131,6 +136,17 @@ TEST(PlanGradientBucketsTest, SlicedPlansKeepSmallParametersWhole) {
                   ElementsAre(FieldsAre(2, 0, 30), FieldsAre(3, 0, 30))));
   EXPECT_EQ(plan[0].stepped_with, 0u);
   EXPECT_EQ(plan[1].stepped_with, 1u);
+}
+
+// No parameter larger than a share (75 of 150): the buckets keep their size
+// and nothing is cut.
+TEST(PlanGradientBucketsTest, SlicedPlansShrinkNoBucketForParametersThatFit) {
+  Model m({40, 40, 20, 20, 20, 20}, {0, 1, 0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 150,
+                                        Slicing::kSliced);
+  EXPECT_THAT(Members(plan),
+              ElementsAre(ElementsAre(0, 2, 1, 3), ElementsAre(4, 5)));
+  EXPECT_EQ(LargestBucket(plan), 120);
 }
 
 // A parameter larger than half the bucket leaves the buckets half of it

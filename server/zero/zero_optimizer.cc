@@ -305,8 +305,9 @@ absl::Status ZeroOptimizer::ReduceAndStep(
 // Two bucket buffers: while a communication thread reduces bucket k + 1,
 // this thread steps bucket k (and fills the next). The first bucket is
 // stepped as soon as it is reduced, from the first step on. Gradient-
-// sharded, the thread then gathers bucket k's parameters (after reducing
-// k + 1), straight between the parameters' tensors. A local
+// sharded, once this thread has stepped bucket k, the communication thread
+// (after reducing k + 1) gathers every bucket whose parameters that step
+// completed, straight between the parameters' tensors. A local
 // failure goes on with zeros, as in ReduceAndStep; a collective's stops
 // the thread's collectives, and every waiter is still notified.
 absl::Status ZeroOptimizer::ReduceAndStepOverlapped(

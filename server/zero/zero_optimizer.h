@@ -219,12 +219,13 @@ class ZeroOptimizer {
   // the group's parameters is among them (-1 when another rank owns it).
   std::vector<GroupStepper> steppers_;
   // On the parameters' device, kept from step to step (a fresh buffer costs
-  // its allocation on every step), each bounded by the bucket size: two
-  // gradient buckets (one for overlap), a bucket's fp16/bf16 averages, and
-  // the parameter bucket the owners broadcast (the bucket view's, or small
-  // parameters packed, at most 1 MiB, without it). Gradient-sharded, the
-  // averages of a parameter sliced across buckets are put together in
-  // assembled_scratch_ (one parameter's fp32 values).
+  // its allocation on every step), each bounded by the bucket size: the
+  // gradient bucket (two, of half the size, for overlap), a bucket's
+  // fp16/bf16 averages, and the parameter bucket the owners broadcast (the
+  // bucket view's, or small parameters packed, at most 1 MiB, without it).
+  // Gradient-sharded, the averages of a parameter sliced across buckets
+  // are put together in assembled_scratch_ (one parameter's fp32 values,
+  // which the plan takes out of the buckets: gradient_buckets.h).
   DeviceBuffer gradient_scratch_[2];
   DeviceBuffer narrowed_scratch_;
   DeviceBuffer assembled_scratch_;
