@@ -47,6 +47,68 @@ absl::StatusOr<float*> AssemblyFor(const BucketEntry& entry,
   return reinterpret_cast<float*>(*whole) + entry.begin;
 }
 
+// Whole: owner's parameters up to its share (or one parameter larger than
+// it), as long as the bucket (`size` taken so far) has room; a parameter
+// larger than a bucket goes alone. Returns the elements taken.
+int64_t TakeWhole(std::deque<BucketEntry>& waiting, int64_t share, int64_t size,
+                  int64_t bucket_elements, std::vector<BucketEntry>* chosen) {
+  int64_t taken = 0;
+  while (!waiting.empty()) {
+    const int64_t count = waiting.front().count;
+    const bool fits_share = taken == 0 || taken + count <= share;
+    const bool fits_bucket =
+        size + taken == 0 || size + taken + count <= bucket_elements;
+    if (!fits_share || !fits_bucket) break;
+    chosen->push_back(waiting.front());
+    waiting.pop_front();
+    taken += count;
+  }
+  return taken;
+}
+
+// Sliced: whole parameters while they fit in `room`; one larger than a
+// share, which no bucket could take whole, is cut to fill it. Returns the
+// elements taken.
+int64_t TakeSliced(std::deque<BucketEntry>& waiting, int64_t share,
+                   int64_t room, std::vector<BucketEntry>* chosen) {
+  int64_t taken = 0;
+  while (!waiting.empty() && taken < room) {
+    BucketEntry& front = waiting.front();
+    const int64_t left = room - taken;
+    if (front.count > left && front.count <= share && taken > 0) break;
+    BucketEntry slice = front;
+    slice.count = std::min(front.count, left);
+    chosen->push_back(slice);
+    front.begin += slice.count;
+    front.count -= slice.count;
+    if (front.count == 0) waiting.pop_front();
+    taken += slice.count;
+  }
+  return taken;
+}
+
+// Sliced, an owner puts a sliced parameter together in a buffer of its size
+// (StepBucket). When the largest parameter would be sliced, that buffer
+// comes out of the buckets, down to half of them, so that a bucket and the
+// buffer together stay within bucket_elements unless that parameter is
+// larger than half of it. (The smaller buckets may slice parameters the
+// full ones would not have; none is larger than the largest.)
+int64_t SlicedBucketElements(
+    const std::vector<std::deque<BucketEntry>>& waiting,
+    int64_t bucket_elements) {
+  int64_t largest = 0;
+  for (const std::deque<BucketEntry>& entries : waiting) {
+    for (const BucketEntry& entry : entries) {
+      largest = std::max(largest, entry.count);
+    }
+  }
+  if (largest <= bucket_elements / static_cast<int64_t>(waiting.size())) {
+    return bucket_elements;
+  }
+  return std::max(std::max<int64_t>(1, bucket_elements / 2),
+                  bucket_elements - largest);
+}
+
 }  // namespace
 
 std::vector<GradientBucket> PlanGradientBuckets(
@@ -68,22 +130,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
     }
   }
   if (slicing == Slicing::kSliced) {
-    // An owner puts a sliced parameter together in a buffer of its size
-    // (StepBucket). When the largest parameter would be sliced, that buffer
-    // comes out of the buckets, down to half of them, so that a bucket and
-    // the buffer together stay within bucket_elements unless that parameter
-    // is larger than half of it. (The smaller buckets may slice parameters
-    // the full ones would not have; none is larger than the largest.)
-    int64_t largest = 0;
-    for (const std::deque<BucketEntry>& entries : waiting) {
-      for (const BucketEntry& entry : entries) {
-        largest = std::max(largest, entry.count);
-      }
-    }
-    if (largest > bucket_elements / owners) {
-      bucket_elements = std::max(std::max<int64_t>(1, bucket_elements / 2),
-                                 bucket_elements - largest);
-    }
+    bucket_elements = SlicedBucketElements(waiting, bucket_elements);
   }
   // Every owner gets about an equal share of each bucket.
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
@@ -102,36 +149,11 @@ std::vector<GradientBucket> PlanGradientBuckets(
     const int first = static_cast<int>(plan.size() % owners);
     for (int turn = 0; turn < owners; ++turn) {
       const int r = (first + turn) % owners;
-      int64_t taken = 0;
-      while (!waiting[r].empty()) {
-        BucketEntry& front = waiting[r].front();
-        if (slicing == Slicing::kSliced) {
-          // Whole parameters while they fit; one larger than a share,
-          // which no bucket could take whole, is cut to fill the room.
-          const int64_t left = room - taken;
-          if (left <= 0) break;
-          if (front.count > left && front.count <= share && taken > 0) break;
-          BucketEntry slice = front;
-          slice.count = std::min(front.count, left);
-          chosen[r].push_back(slice);
-          front.begin += slice.count;
-          front.count -= slice.count;
-          if (front.count == 0) waiting[r].pop_front();
-          taken += slice.count;
-          continue;
-        }
-        // Whole: up to an owner's share (or one parameter larger than it),
-        // as long as the bucket has room; a parameter larger than a bucket
-        // goes alone.
-        const bool fits_share = taken == 0 || taken + front.count <= share;
-        const bool fits_bucket =
-            size == 0 || size + front.count <= bucket_elements;
-        if (!fits_share || !fits_bucket) break;
-        chosen[r].push_back(front);
-        taken += front.count;
-        size += front.count;
-        waiting[r].pop_front();
-      }
+      const int64_t taken =
+          slicing == Slicing::kSliced
+              ? TakeSliced(waiting[r], share, room, &chosen[r])
+              : TakeWhole(waiting[r], share, size, bucket_elements, &chosen[r]);
+      size += taken;
       bucket.blocks[r] = static_cast<size_t>(taken);
     }
     // Laid out in rank order: block r is owner r's.

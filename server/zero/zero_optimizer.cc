@@ -262,11 +262,19 @@ absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
              : tensors_->AllReduce(values, ReduceOp::kAverage);
 }
 
-absl::Status ZeroOptimizer::Gather(const GradientBucket& bucket) {
+absl::Status ZeroOptimizer::GatherStepped(
+    const std::vector<GradientBucket>& plan, size_t stepped, size_t* gathered) {
   if (!options_.gradient_sharded) return absl::OkStatus();
-  // Other owners' parameters land on this rank.
-  changing_ = true;
-  return GatherBucketParameters(*tensors_, bucket, groups_);
+  // Buckets complete in plan order (stepped_with never decreases).
+  for (; *gathered < plan.size() && plan[*gathered].stepped_with <= stepped;
+       ++*gathered) {
+    // Other owners' parameters land on this rank.
+    changing_ = true;
+    absl::Status status =
+        GatherBucketParameters(*tensors_, plan[*gathered], groups_);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 // A failure of this rank's own (filling or stepping a bucket) does not stop
@@ -293,11 +301,8 @@ absl::Status ZeroOptimizer::ReduceAndStep(
       local = StepBucket(bucket, groups_, values, steppers_, &narrowed_scratch_,
                          &assembled_scratch_, &changing_);
     }
-    // The buckets whose parameters this step completed.
-    for (; gathered <= k && plan[gathered].stepped_with <= k; ++gathered) {
-      status = Gather(plan[gathered]);
-      if (!status.ok()) return status;
-    }
+    status = GatherStepped(plan, k, &gathered);
+    if (!status.ok()) return status;
   }
   return local;
 }
@@ -342,12 +347,8 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
         reduced[k].Notify();
       }
       if (gather && k > 0) {
-        // The buckets whose parameters bucket k - 1's step completed.
         stepped[k - 1].WaitForNotification();
-        for (; gathered < k && plan[gathered].stepped_with <= k - 1;
-             ++gathered) {
-          if (collective.ok()) collective = Gather(plan[gathered]);
-        }
+        if (collective.ok()) collective = GatherStepped(plan, k - 1, &gathered);
       }
     }
   });

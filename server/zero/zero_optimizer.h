@@ -182,9 +182,11 @@ class ZeroOptimizer {
                              const absl::Status& refused);
   // Averages one bucket across ranks (all of it, or this rank's block).
   absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
-  // Gradient-sharded: every owner's stepped parameters of the bucket reach
-  // every rank (nothing otherwise).
-  absl::Status Gather(const GradientBucket& bucket);
+  // Gradient-sharded: the buckets of `plan` from *gathered on whose
+  // parameters the step of bucket `stepped` completed reach every rank from
+  // their owners, and *gathered moves past them (nothing otherwise).
+  absl::Status GatherStepped(const std::vector<GradientBucket>& plan,
+                             size_t stepped, size_t* gathered);
   absl::Status ReduceAndStep(const std::vector<GradientBucket>& plan,
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,

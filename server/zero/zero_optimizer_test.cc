@@ -351,27 +351,40 @@ TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
   EXPECT_EQ(reserved[0], 0u);  // Nothing kept on the rank that could.
 }
 
+constexpr int64_t kScratchBucketBytes = 16 << 10;
+
+// Two steps on 2 ranks of `params` equal parameters of `elements` floats,
+// in buckets of kScratchBucketBytes; every rank ends at the reference.
+Outcome RunScratchScenario(const std::string& kind, int params,
+                           int64_t elements, bool sharded, bool overlap,
+                           bool bucket_view = false) {
+  Scenario s;
+  s.kind = kind;
+  s.world = 2;
+  s.steps = 2;
+  s.groups = {std::vector<ParamSpec>(params, ParamSpec{{elements}})};
+  s.hyperparameters = {{{"lr", 0.01}}};
+  s.options.gradient_sharded = sharded;
+  s.options.overlap = overlap;
+  s.options.parameters_as_bucket_view = bucket_view;
+  s.options.bucket_bytes = kScratchBucketBytes;
+  Outcome outcome = zero_testing::Run(s);
+  ExpectMatchesReference(s, outcome);
+  return outcome;
+}
+
 // The step's scratch is bounded by the bucket size, not by the model: a
 // model of 160 parameters of 1024 floats (640 KiB) with 16 KiB buckets
 // keeps two gradient buckets and one parameter bucket at most.
 TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
   for (bool sharded : {false, true}) {
     for (bool overlap : {false, true}) {
-      Scenario s;
-      s.kind = "sgd";
-      s.world = 2;
-      s.steps = 2;
-      s.groups = {std::vector<ParamSpec>(160, ParamSpec{{1024}})};
-      s.hyperparameters = {{{"lr", 0.1}}};
-      s.options.gradient_sharded = sharded;
-      s.options.overlap = overlap;
-      s.options.parameters_as_bucket_view = true;
-      s.options.bucket_bytes = 16 << 10;
-      const Outcome outcome = zero_testing::Run(s);
-      ExpectMatchesReference(s, outcome);
+      const Outcome outcome =
+          RunScratchScenario("sgd", 160, 1024, sharded, overlap,
+                             /*bucket_view=*/true);
       for (int r = 0; r < 2; ++r) {
         EXPECT_GT(outcome.scratch_bytes[r], 0);
-        EXPECT_LE(outcome.scratch_bytes[r], 3 * (16 << 10))
+        EXPECT_LE(outcome.scratch_bytes[r], 3 * kScratchBucketBytes)
             << "rank " << r << " sharded=" << sharded << " overlap=" << overlap;
       }
     }
@@ -387,20 +400,11 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
 // (two of 8 KiB) and a larger packing buffer; without the buffer, the
 // scratch would be under its lower bound.
 TEST(ZeroScratchTest, SlicedParametersComeOutOfTheBucket) {
-  constexpr int64_t kBucket = 16 << 10;
+  constexpr int64_t kBucket = kScratchBucketBytes;
   constexpr int64_t kParameter = 2500 * sizeof(float);
   for (bool overlap : {false, true}) {
-    Scenario s;
-    s.kind = "adam";
-    s.world = 2;
-    s.steps = 2;
-    s.groups = {std::vector<ParamSpec>(6, ParamSpec{{2500}})};
-    s.hyperparameters = {{{"lr", 0.01}}};
-    s.options.gradient_sharded = true;
-    s.options.overlap = overlap;
-    s.options.bucket_bytes = kBucket;
-    const Outcome outcome = zero_testing::Run(s);
-    ExpectMatchesReference(s, outcome);
+    const Outcome outcome =
+        RunScratchScenario("adam", 6, 2500, /*sharded=*/true, overlap);
     const int64_t bucket = overlap ? kBucket / 4 : kBucket / 2;
     const int64_t gradients = (overlap ? 2 : 1) * bucket;
     for (int r = 0; r < 2; ++r) {
