@@ -58,14 +58,22 @@ absl::Status CheckGradients(const std::vector<ParamGroup>& groups,
   return absl::OkStatus();
 }
 
-SpecificationParts DescribeSpecification(const std::string& kind_name,
+SpecificationParts DescribeSpecification(const OptimizerKind& kind,
+                                         const std::string& kind_name,
                                          const std::vector<ParamGroup>& groups,
                                          int first_group) {
   std::string hyperparameters;
   std::string parameters;
   for (size_t g = 0; g < groups.size(); ++g) {
-    absl::StrAppend(&hyperparameters, "group ", first_group + g, ": ",
-                    DescribeHyperparameters(groups[g].hyperparameters), ";");
+    // Values the kind refuses are described as given: making the group's
+    // optimizer names them afterwards, on every rank alike when they agree.
+    const absl::StatusOr<Hyperparameters> resolved = ResolveHyperparameters(
+        kind.hyperparameters(), groups[g].hyperparameters);
+    absl::StrAppend(
+        &hyperparameters, "group ", first_group + g, ": ",
+        DescribeHyperparameters(resolved.ok() ? resolved->values()
+                                              : groups[g].hyperparameters),
+        ";");
     absl::StrAppend(&parameters, "group ", first_group + g, ":");
     for (size_t i = 0; i < groups[g].params.size(); ++i) {
       const Tensor* p = groups[g].params[i];

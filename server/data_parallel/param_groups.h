@@ -50,8 +50,12 @@ absl::Status CheckGradients(const std::vector<ParamGroup>& groups,
                             const GroupGradientPointers& grads);
 
 // The kind and the groups; `first_group` numbers the groups in the text
-// (for a group added later).
-SpecificationParts DescribeSpecification(const std::string& kind_name,
+// (for a group added later). Each group's hyperparameters are described
+// with `kind`'s defaults filled in, so that a rank that gives a default's
+// value and one that leaves it out agree, as torch's param_groups hold
+// every value either way.
+SpecificationParts DescribeSpecification(const OptimizerKind& kind,
+                                         const std::string& kind_name,
                                          const std::vector<ParamGroup>& groups,
                                          int first_group = 0);
 

@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<LocalSgdOptimizer>> LocalSgdOptimizer::Create(
   if (valid.ok()) valid = CheckFloatingParameters(groups, 0, device);
   valid = AgreeOnEveryRank(global, valid, "the parameters");
   if (!valid.ok()) return valid;
-  SpecificationParts parts = DescribeSpecification(kind_name, groups);
+  SpecificationParts parts = DescribeSpecification(*kind, kind_name, groups);
   parts.emplace_back("averager", DescribeAverager(options.averager));
   parts.emplace_back(
       "gradient reduction",

@@ -14,12 +14,13 @@ namespace distopt {
 namespace {
 
 // What the ranks must agree on: the kind, the groups and the options.
-SpecificationParts DescribeZero(const std::string& kind_name,
+SpecificationParts DescribeZero(const OptimizerKind& kind,
+                                const std::string& kind_name,
                                 const std::vector<ParamGroup>& groups,
                                 const ZeroOptions& options,
                                 int first_group = 0) {
   SpecificationParts parts =
-      DescribeSpecification(kind_name, groups, first_group);
+      DescribeSpecification(kind, kind_name, groups, first_group);
   parts.emplace_back(
       "options", absl::StrCat("parameters_as_bucket_view=",
                               options.parameters_as_bucket_view,
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
   valid = AgreeOnEveryRank(*communicator, valid, "the parameters and options");
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
-      *communicator, DescribeZero(kind_name, groups, options));
+      *communicator, DescribeZero(*kind, kind_name, groups, options));
   if (!same.ok()) return same;
   absl::StatusOr<Extension> extension = zero->PrepareExtension(groups);
   absl::Status made =
@@ -71,7 +72,7 @@ absl::Status ZeroOptimizer::AddParamGroup(ParamGroup group) {
   if (!valid.ok()) return valid;
   absl::Status same = CheckSameOnEveryRank(
       *communicator_,
-      DescribeZero(kind_name_, {group}, options_, groups_.size()));
+      DescribeZero(*kind_, kind_name_, {group}, options_, groups_.size()));
   if (!same.ok()) return same;
   // Prepared everywhere, kept only once every rank could: a rank whose
   // budget cannot hold its share refuses the group on every rank.

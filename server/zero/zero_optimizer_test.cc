@@ -302,6 +302,29 @@ TEST(ZeroOptimizerCreateTest, MismatchedSpecificationsFailOnEveryRank) {
   }
 }
 
+// torch's param_groups hold every hyperparameter, given or defaulted: a
+// rank that spells out a default agrees with one that leaves it out.
+TEST(ZeroOptimizerCreateTest, AGivenDefaultAgreesWithALeftOutOne) {
+  auto registry = OptimizerRegistry::WithBuiltins();
+  std::vector<absl::Status> results(2);
+  zero_testing::OnRanks(2, [&](Communicator& communicator) {
+    const int r = communicator.rank();
+    Tensor p = zero_testing::Initial(0, 0, ParamSpec{{8}});
+    ParamGroup group;
+    // Adam's defaults, on rank 0 only.
+    if (r == 0) {
+      group.hyperparameters = {{"lr", 1e-3},
+                               {"betas", std::make_pair(0.9, 0.999)},
+                               {"amsgrad", false}};
+    }
+    group.params = {&p};
+    results[r] = ZeroOptimizer::Create(&communicator, *registry->Find("adam"),
+                                       "adam", {group})
+                     .status();
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
+}
+
 TEST(ZeroOptimizerCreateTest, AParameterOneRankCannotTakeFailsEveryRank) {
   auto registry = OptimizerRegistry::WithBuiltins();
   std::vector<absl::Status> results(2);
