@@ -48,6 +48,16 @@ def kind_name(optimizer: Union[str, type]) -> str:
 _NOT_SENT = object()
 
 
+def _as_sent(defaults: Dict[str, Any], name: str, value: Any) -> Any:
+    """`value` as the workers take it: torch.optim takes any number for a
+    flag (amsgrad=0, maximize=1) as its truth value; the workers take a
+    bool there, and refuse a number."""
+    if (isinstance(defaults.get(name), bool) and not isinstance(value, bool)
+            and isinstance(value, (int, float))):
+        return bool(value)
+    return value
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """Steps `params` (RemoteParameters, on any workers) with `optimizer`
     (a torch.optim class or a kind name the workers run) and
@@ -91,13 +101,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._optimizer_step_post_hooks = collections.OrderedDict()
         self._impl = _distopt.DistributedOptimizer(
             self._client._impl, self.kind, _wire_pairs(params),
-            dict(hyperparameters))
-        self._sent = dict(self.defaults)
+            {name: _as_sent(known, name, value)
+             for name, value in hyperparameters.items()})
+        self._known = known
+        self._sent = {name: _as_sent(known, name, value)
+                      for name, value in self.defaults.items()}
 
     def _sync_hyperparameters(self) -> None:
         group = self.param_groups[0]
-        changes = {name: group[name] for name in self._sent
-                   if group.get(name) != self._sent[name]}
+        # Compared as sent: a flag set to 0.0 where False was sent is no
+        # change, one set to 1 is.
+        now = {name: _as_sent(self._known, name, group.get(name))
+               for name in self._sent}
+        changes = {name: value for name, value in now.items()
+                   if value != self._sent[name]}
         if changes:
             self._impl.set_hyperparameters(changes)
             self._sent.update(changes)

@@ -171,3 +171,30 @@ def test_lr_scheduler_drives_the_remote_learning_rate(workers, client):
         assert_close(fc1.weight_ref.to_tensor(), local[0].weight.detach(),
                      "fc1.weight")
     assert rates[4] == pytest.approx(0.1) and rates[-1] == pytest.approx(0.0125)
+
+
+def test_flags_given_as_numbers_act_as_torch_takes_them(workers, client):
+    """torch.optim takes amsgrad=1 as True, and a param_groups flag set to
+    0 as False: so do the workers, through the optimizer and a change."""
+    local = mlp(seed=9)
+    fc1 = distopt.nn.RemoteLinear(12, 32, workers[0], init_from=local[0])
+    fc2 = distopt.nn.RemoteLinear(32, 5, workers[1], init_from=local[2])
+    remote = torch.nn.Sequential(fc1, torch.nn.ReLU(), fc2)
+    local_optimizer = torch.optim.Adam(local.parameters(), lr=0.05, amsgrad=1)
+    remote_optimizer = distopt.optim.DistributedOptimizer(
+        torch.optim.Adam, fc1.remote_parameters() + fc2.remote_parameters(),
+        lr=0.05, amsgrad=1)
+    for step, (x, y) in enumerate(batches(seed=10, count=8)):
+        if step == 4:
+            for optimizer in (local_optimizer, remote_optimizer):
+                optimizer.param_groups[0]["amsgrad"] = 0
+        local_optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(local(x), y).backward()
+        local_optimizer.step()
+        with distopt.autograd.context() as context_id:
+            torch.nn.functional.cross_entropy(remote(x), y).backward()
+            remote_optimizer.step(context_id)
+        assert_close(fc1.weight_ref.to_tensor(), local[0].weight.detach(),
+                     "fc1.weight")
+        assert_close(fc2.weight_ref.to_tensor(), local[2].weight.detach(),
+                     "fc2.weight")
