@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gloo/transport/tcp/address.h"
+#include "gloo/transport/tcp/pair.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/comm/testing/gloo_test_ranks.h"
@@ -298,6 +299,46 @@ bool ConnectAndReset(const sockaddr_storage& address) {
   return connected;
 }
 
+// Rank 0 of a group of two whose rank 1 never comes: it creates its
+// communicator on a thread of its own, and waits for rank 1 there.
+class LoneRankZero {
+ public:
+  explicit LoneRankZero(absl::Duration timeout) : rendezvous_(&store_) {
+    options_.rank = 0;
+    options_.size = 2;
+    options_.timeout = timeout;
+    thread_ = std::thread([this] {
+      joined_ = CreateGlooCommunicator(options_, &rendezvous_).status();
+    });
+  }
+  ~LoneRankZero() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Where its pair listens for rank 1: published before it waits.
+  absl::StatusOr<sockaddr_storage> PairAddress() {
+    absl::StatusOr<std::string> addresses =
+        rendezvous_.Get(options_.prefix + "/0", absl::Seconds(5));
+    if (!addresses.ok()) return addresses.status();
+    return gloo::transport::tcp::Address(
+               std::vector<char>(addresses->begin(), addresses->end()))
+        .getSockaddr();
+  }
+
+  // What creating the communicator came to.
+  absl::Status Join() {
+    thread_.join();
+    return joined_;
+  }
+
+ private:
+  KeyValueStore store_;
+  LocalRendezvousStore rendezvous_;
+  GlooOptions options_;
+  absl::Status joined_;
+  std::thread thread_;
+};
+
 // Anyone who reaches a rank's pair port while it waits for its peer, and
 // resets the connection at once (a port scanner, a peer whose rendezvous
 // was just cancelled), must not take the daemon down: gloo aborts the
@@ -305,29 +346,14 @@ bool ConnectAndReset(const sockaddr_storage& address) {
 // address (gloo_socket_addresses.cc).
 TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedIsNotACrash) {
   for (int round = 0; round < 5; ++round) {
-    KeyValueStore store;
-    LocalRendezvousStore rendezvous(&store);
-    GlooOptions options;
-    options.rank = 0;
-    options.size = 2;  // Rank 1 never comes; a stranger does.
-    options.timeout = absl::Seconds(1);
-    absl::Status joined;
-    std::thread rank0([&] {
-      joined = CreateGlooCommunicator(options, &rendezvous).status();
-    });
-    // Rank 0 publishes its pair's listening address before it waits.
-    absl::StatusOr<std::string> addresses =
-        rendezvous.Get(options.prefix + "/0", absl::Seconds(5));
-    EXPECT_TRUE(addresses.ok()) << addresses.status();
-    if (addresses.ok()) {
-      const gloo::transport::tcp::Address listening(
-          std::vector<char>(addresses->begin(), addresses->end()));
-      const sockaddr_storage& address = listening.getSockaddr();
-      EXPECT_TRUE(ConnectAndReset(address)) << strerror(errno);
+    LoneRankZero rank0(absl::Seconds(1));  // A stranger comes instead.
+    absl::StatusOr<sockaddr_storage> address = rank0.PairAddress();
+    EXPECT_TRUE(address.ok()) << address.status();
+    if (address.ok()) {
+      EXPECT_TRUE(ConnectAndReset(*address)) << strerror(errno);
     }
-    rank0.join();
     // Rank 1 never came.
-    EXPECT_FALSE(joined.ok());
+    EXPECT_FALSE(rank0.Join().ok());
   }
 }
 
@@ -350,6 +376,49 @@ TEST(GlooCommunicatorTest, AConnectionResetBeforeItIsAcceptedHasNoPeerAddress) {
   EXPECT_EQ(peer, "[none]");
   close(accepted);
   close(listener);
+}
+
+// Anyone who reaches a rank's pair port while it waits for its peer is
+// taken as the peer, and what it sends is read as gloo's messages: one for
+// a receive this rank never posted fails a check on gloo's device thread,
+// which ended the process (gloo_pair_guard.cc). It must fail the pair
+// instead: the rank's rendezvous then fails (its peer never came) and the
+// process goes on.
+TEST(GlooCommunicatorTest, AStrangersMessageForNoReceiveIsNotACrash) {
+  LoneRankZero rank0(absl::Seconds(2));  // A stranger comes instead.
+  absl::StatusOr<sockaddr_storage> address = rank0.PairAddress();
+  ASSERT_TRUE(address.ok()) << address.status();
+  const int stranger = socket(address->ss_family, SOCK_STREAM, 0);
+  ASSERT_GE(stranger, 0);
+  ASSERT_EQ(connect(stranger, reinterpret_cast<const sockaddr*>(&*address),
+                    address->ss_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                   : sizeof(sockaddr_in)),
+            0)
+      << strerror(errno);
+  // A payload for an unbound buffer (gloo's opcode 1) in a slot this rank
+  // has no receive in: the preamble's six words, then the bytes.
+  gloo::transport::tcp::Op message;
+  message.preamble.opcode = gloo::transport::tcp::Op::SEND_UNBOUND_BUFFER;
+  message.preamble.slot = 0x7777;
+  message.preamble.length = 8;
+  message.preamble.nbytes = sizeof(message.preamble) + 8;
+  std::string bytes(reinterpret_cast<const char*>(&message.preamble),
+                    sizeof(message.preamble));
+  bytes.append(8, 'x');
+  EXPECT_EQ(write(stranger, bytes.data(), bytes.size()),
+            static_cast<ssize_t>(bytes.size()));
+  // The pair failed at once: it closed its connection, a second before the
+  // rendezvous gives up on rank 1 (and would close it anyway).
+  const timeval wait = {1, 0};
+  setsockopt(stranger, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char reply;
+  const ssize_t got = recv(stranger, &reply, 1, 0);
+  const int error = errno;
+  EXPECT_TRUE(got == 0 || (got < 0 && error == ECONNRESET))
+      << "recv: " << got << " " << strerror(error);
+  close(stranger);
+  // Rank 1 never came; this process is still here to say so.
+  EXPECT_FALSE(rank0.Join().ok());
 }
 
 // Leaves `byte` in the stack below its caller's frame, where the next
