@@ -454,6 +454,31 @@ TEST_F(ParameterServiceTest, BadWritesLeaveTheParameterUnchanged) {
   EXPECT_TRUE(SameBytes(*client_.ReadParameter(*p), Ramp({4}, 9.0f)));
 }
 
+// A writer that names the parameter by id may name it by name later (or
+// the other way round): it is the same parameter.
+TEST_F(ParameterServiceTest, LaterMessagesMayNameTheParameterEitherWay) {
+  absl::StatusOr<RemoteParameter> p =
+      client_.CreateParameterFrom(address_, "p", Ramp({4}, 1.0f));
+  ASSERT_TRUE(p.ok());
+  v1::WriteParameterRequest by_name = Chunk(0, 8, 8);
+  by_name.mutable_parameter()->set_name("p");
+  ASSERT_TRUE(RawWrite({Chunk(p->id, 0, 8), by_name}).ok());
+  v1::WriteParameterRequest first_by_name = Chunk(0, 0, 8);
+  first_by_name.mutable_parameter()->set_name("p");
+  grpc::Status status = RawWrite({first_by_name, Chunk(p->id, 8, 8)});
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  absl::StatusOr<ParameterInfo> info = client_.GetParameter(*p);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->version, 3u);
+  // Another parameter's id is still another parameter.
+  absl::StatusOr<RemoteParameter> q =
+      client_.CreateParameterFrom(address_, "q", Ramp({4}, 1.0f));
+  ASSERT_TRUE(q.ok());
+  status = RawWrite({Chunk(p->id, 0, 8), Chunk(q->id, 8, 8)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("names another parameter"));
+}
+
 TEST_F(ParameterServiceTest, BadReadAndListRequestsAreInvalidArgument) {
   ASSERT_TRUE(
       client_.CreateParameter(address_, "p", DType::kFloat32, {4}).ok());

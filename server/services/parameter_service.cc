@@ -34,14 +34,14 @@ absl::StatusOr<std::shared_ptr<Parameter>> FindParameter(
   return store.Find(*key);
 }
 
-// Whether two references name the parameter the same way.
-bool SameRef(const v1::ParameterRef& a, const v1::ParameterRef& b) {
-  if (a.ref_case() != b.ref_case()) return false;
-  switch (a.ref_case()) {
+// Whether `ref` names `parameter`, by its id or by its name (an empty ref
+// names none in particular).
+bool Names(const v1::ParameterRef& ref, const Parameter& parameter) {
+  switch (ref.ref_case()) {
     case v1::ParameterRef::kId:
-      return a.id() == b.id();
+      return ref.id() == parameter.id();
     case v1::ParameterRef::kName:
-      return a.name() == b.name();
+      return ref.name() == parameter.name();
     default:
       return true;
   }
@@ -220,9 +220,8 @@ grpc::Status ParameterServiceImpl::WriteParameter(
         "parameter: the stream was empty; expected a first message naming "
         "the parameter"));
   }
-  const v1::ParameterRef target = request.parameter();
   absl::StatusOr<std::shared_ptr<Parameter>> parameter =
-      FindParameter(*store_, target);
+      FindParameter(*store_, request.parameter());
   if (!parameter.ok()) return ToGrpcStatus(parameter.status());
   absl::Status layout = CheckWriterLayout(request, **parameter);
   if (!layout.ok()) return ToGrpcStatus(layout);
@@ -231,8 +230,9 @@ grpc::Status ParameterServiceImpl::WriteParameter(
   if (!write.ok()) return ToGrpcStatus(write.status());
   int64_t message = 0;
   do {
+    // Later messages may name it too, by id or by name.
     if (message > 0 && request.has_parameter() &&
-        !SameRef(request.parameter(), target)) {
+        !Names(request.parameter(), **parameter)) {
       return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
           "parameter: message ", message,
           " names another parameter; expected the one of the first message "
