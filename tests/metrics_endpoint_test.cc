@@ -1,11 +1,17 @@
 // The daemon's /metrics endpoint as clients on the network meet it: a
 // scraper is answered while others hold connections open and send nothing
-// (or a byte at a time), more of them than the endpoint keeps; what is not
-// a GET of /metrics is refused with the HTTP status that says why.
+// (or a byte at a time), more of them than the endpoint keeps, or while the
+// daemon is out of descriptors; what is not a GET of /metrics is refused
+// with the HTTP status that says why.
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +55,24 @@ std::string StatusLine(int fd) {
     reply.append(buffer, static_cast<size_t>(n));
   }
   return reply.substr(0, reply.find("\r\n"));
+}
+
+// The CPU seconds (user and system) process `pid` has used; -1 if unknown.
+double CpuSeconds(pid_t pid) {
+  std::ifstream file(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string stat((std::istreambuf_iterator<char>(file)),
+                         std::istreambuf_iterator<char>());
+  // The fields after the command's closing parenthesis, from the state
+  // (field 3): utime and stime are fields 14 and 15.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int number = 3; number <= 15 && fields >> field; ++number) {
+    if (number >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 class MetricsEndpointTest : public ::testing::Test {
@@ -104,6 +128,43 @@ TEST_F(MetricsEndpointTest, StalledClientsDoNotKeepScrapersOut) {
   for (int fd : stalled) close(fd);
   // And afterwards.
   EXPECT_TRUE(Scrape().ok());
+}
+
+// Out of descriptors (its limit lowered under what it holds), the endpoint
+// rests its listener a moment at a time instead of polling the connections
+// it cannot accept over and over, and serves scrapes again once
+// descriptors are free.
+TEST_F(MetricsEndpointTest, OutOfDescriptorsItRestsAndThenServesAgain) {
+  const pid_t pid = worker_->pid();
+  size_t open = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", pid, "/fd"))) {
+    ++open;
+  }
+  rlimit old_limit;
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old_limit), 0);
+  rlimit low = old_limit;
+  low.rlim_cur = open + 8;
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0);
+  // Eight it accepts; the rest wait in its listen queue (16 deep), which
+  // keeps the listener readable.
+  std::vector<int> held;
+  for (int i = 0; i < 14; ++i) {
+    const int fd = ConnectAndSend(port_, "GET /metr");
+    ASSERT_GE(fd, 0) << "connection " << i;
+    held.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  const double before = CpuSeconds(pid);
+  absl::SleepFor(absl::Seconds(2));
+  const double used = CpuSeconds(pid) - before;
+  // Polling a listener it cannot accept from would keep a core busy.
+  EXPECT_LT(used, 0.5) << "CPU seconds in 2 s out of descriptors";
+  // Under the same limit, once these are gone.
+  for (int fd : held) close(fd);
+  absl::StatusOr<absl::Duration> took = Scrape();
+  EXPECT_TRUE(took.ok()) << took.status();
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old_limit, nullptr), 0);
 }
 
 TEST_F(MetricsEndpointTest, AnythingButGetOfMetricsIsRefusedWithItsStatus) {
