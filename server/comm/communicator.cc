@@ -12,6 +12,16 @@ int64_t Communicator::kept_bytes() const {
   return packing_ == nullptr ? 0 : static_cast<int64_t>(packing_->capacity());
 }
 
+absl::StatusOr<DeviceBuffer*> Communicator::Packing() {
+  // On the communicator's device (its collectives' spans live there).
+  if (packing_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device());
+    if (!backend.ok()) return backend.status();
+    packing_ = std::make_unique<DeviceBuffer>(*backend);
+  }
+  return packing_.get();
+}
+
 absl::Status Communicator::AllGatherSegments(
     const std::vector<std::vector<absl::Span<char>>>& blocks) {
   if (static_cast<int>(blocks.size()) != size()) {
@@ -24,16 +34,12 @@ absl::Status Communicator::AllGatherSegments(
   }
   size_t total = 0;
   for (size_t count : counts) total += count;
-  // On the communicator's device (its collectives' spans live there).
-  if (packing_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<Backend>> backend = GetBackend(device());
-    if (!backend.ok()) return AsCollectiveFailure(backend.status());
-    packing_ = std::make_unique<DeviceBuffer>(*backend);
-  }
-  Backend* const backend = &packing_->backend();
+  absl::StatusOr<DeviceBuffer*> packing = Packing();
+  if (!packing.ok()) return AsCollectiveFailure(packing.status());
+  Backend* const backend = &(*packing)->backend();
   // Bounded by the caller's blocks (a bucket); not zero-filled: every byte
   // is written before it is read.
-  absl::StatusOr<char*> reserved = packing_->Reserve(total);
+  absl::StatusOr<char*> reserved = (*packing)->Reserve(total);
   if (!reserved.ok()) return AsCollectiveFailure(reserved.status());
   char* const packed_data = *reserved;
   absl::Status copied;
@@ -60,6 +66,54 @@ absl::Status Communicator::AllGatherSegments(
       copied = backend->CopyWithinDevice(segment.data(), at, segment.size());
     }
   });
+  return AsCollectiveFailure(copied);
+}
+
+absl::Status Communicator::ReduceScatterSegments(
+    const std::vector<std::vector<absl::Span<const float>>>& inputs,
+    absl::Span<float> output, ReduceOp op) {
+  if (static_cast<int>(inputs.size()) != size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inputs: ", inputs.size(), "; expected one per rank (", size(), ")"));
+  }
+  std::vector<size_t> counts(inputs.size(), 0);
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    for (absl::Span<const float> segment : inputs[r]) {
+      counts[r] += segment.size();
+    }
+  }
+  if (output.size() != counts[rank()]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output: ", output.size(), " elements; expected ",
+                     counts[rank()], " (this rank's block)"));
+  }
+  size_t total = 0;
+  for (size_t count : counts) total += count;
+  absl::StatusOr<DeviceBuffer*> packing = Packing();
+  if (!packing.ok()) return AsCollectiveFailure(packing.status());
+  Backend* const backend = &(*packing)->backend();
+  absl::StatusOr<absl::Span<float>> packed = (*packing)->Elements<float>(total);
+  if (!packed.ok()) return AsCollectiveFailure(packed.status());
+  absl::Status copied;
+  size_t offset = 0, own = 0;
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    if (static_cast<int>(r) == rank()) own = offset;
+    for (absl::Span<const float> segment : inputs[r]) {
+      if (copied.ok()) {
+        copied =
+            backend->CopyWithinDevice(packed->data() + offset, segment.data(),
+                                      segment.size() * sizeof(float));
+      }
+      offset += segment.size();
+    }
+  }
+  // A failed copy still takes part, so that no peer waits for this rank.
+  absl::Status status = ReduceScatterBlocks(*packed, counts, op);
+  if (!status.ok()) return status;
+  if (copied.ok()) {
+    copied = backend->CopyWithinDevice(output.data(), packed->data() + own,
+                                       output.size() * sizeof(float));
+  }
   return AsCollectiveFailure(copied);
 }
 

@@ -100,6 +100,15 @@ class Communicator {
   // AllGatherBlocks.
   virtual absl::Status AllGatherSegments(
       const std::vector<std::vector<absl::Span<char>>>& blocks);
+  // ReduceScatterBlocks over memory in pieces, out of place: block r is the
+  // spans inputs[r] (the same sizes on every rank), only read, so that the
+  // values go out from where they live (a bucket's gradients, say), and
+  // this rank's block's reduction is written to `output` (its spans'
+  // total). This default packs them into the AllGatherSegments buffer (the
+  // blocks' total size on device()) around ReduceScatterBlocks.
+  virtual absl::Status ReduceScatterSegments(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      absl::Span<float> output, ReduceOp op);
   virtual absl::Status Barrier() = 0;
 
   // Bytes this communicator keeps between collectives for its own use (the
@@ -118,7 +127,11 @@ class Communicator {
                                    absl::Span<char> output, int root) = 0;
 
  private:
-  // The default AllGatherSegments' buffer (null until first used).
+  // The default AllGatherSegments' and ReduceScatterSegments' buffer on
+  // device() (made when first used), or an error.
+  absl::StatusOr<DeviceBuffer*> Packing();
+
+  // That buffer (null until first used).
   std::unique_ptr<DeviceBuffer> packing_;
 };
 

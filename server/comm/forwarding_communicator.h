@@ -44,6 +44,13 @@ class ForwardingCommunicator : public Communicator {
     return Forward(
         [&](Communicator& c) { return c.AllGatherSegments(blocks); });
   }
+  absl::Status ReduceScatterSegments(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      absl::Span<float> output, ReduceOp op) override {
+    return Forward([&](Communicator& c) {
+      return c.ReduceScatterSegments(inputs, output, op);
+    });
+  }
   absl::Status Barrier() override {
     return Forward([&](Communicator& c) { return c.Barrier(); });
   }

@@ -160,6 +160,13 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
+  // ReduceScatterSegments' partial sums (blocks of the caller's bucket)
+  // too; not the reduce-scatters' two chunks, 2 MiB at most whatever the
+  // model.
+  int64_t kept_bytes() const override {
+    return Communicator::kept_bytes() +
+           static_cast<int64_t>(partial_sums_.capacity() * sizeof(float));
+  }
   void SetTimeout(absl::Duration timeout) override {
     timeout_ = std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));
   }
@@ -341,6 +348,141 @@ class GlooCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  // ReduceScatterBlocks' ring over the inputs where they are: at step 0
+  // a block's pieces (its spans, cut in chunks) go out straight from the
+  // inputs; at a later step (W > 2) a block's partial sums go out from the
+  // scratch they were added into at the step before. Each piece that
+  // arrives is added to this rank's input for it: into `output` at the
+  // last step (this rank's own block, averaged there as in
+  // ReduceScatterBlocks, with the same roundings), into a partial sum
+  // before it. Scratch: the two chunks the pieces arrive in, and for W > 2
+  // two blocks' partial sums; kept between calls.
+  absl::Status ReduceScatterSegments(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      absl::Span<float> output, ReduceOp op) override {
+    const int w = size();
+    const int r = rank();
+    if (static_cast<int>(inputs.size()) != w) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs: ", inputs.size(), "; expected one per rank (", w, ")"));
+    }
+    // Every rank cuts the same pieces: the blocks' spans are the same sizes.
+    const size_t chunk = kRingChunkBytes / sizeof(float);
+    std::vector<std::vector<SegmentPiece>> pieces(w);
+    std::vector<size_t> counts(w, 0);
+    for (int b = 0; b < w; ++b) {
+      for (size_t i = 0; i < inputs[b].size(); ++i) {
+        for (size_t from = 0; from < inputs[b][i].size(); from += chunk) {
+          const size_t length = std::min(chunk, inputs[b][i].size() - from);
+          pieces[b].push_back({i, from, length, counts[b]});
+          counts[b] += length;
+        }
+      }
+      if ((pieces[b].size() >> kChunkBits) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("inputs[", b, "]: ", pieces[b].size(),
+                         " pieces; expected fewer than ", 1 << kChunkBits));
+      }
+    }
+    if (output.size() != counts[r]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " elements; expected ",
+                       counts[r], " (this rank's block)"));
+    }
+    if (w == 1) {
+      // One rank's sum and average are its own values.
+      for (const SegmentPiece& piece : pieces[r]) {
+        std::copy_n(inputs[r][piece.segment].data() + piece.from, piece.length,
+                    output.data() + piece.at);
+      }
+      return absl::OkStatus();
+    }
+    const size_t largest = *std::max_element(counts.begin(), counts.end());
+    const size_t window = std::min(chunk, std::max<size_t>(largest, 1));
+    if (ring_scratch_.size() < 2 * window) ring_scratch_.resize(2 * window);
+    if (w > 2 && partial_sums_.size() < 2 * largest) {
+      partial_sums_.resize(2 * largest);
+    }
+    const float scale = 1.0f / static_cast<float>(w);
+    size_t total = 0;
+    for (size_t count : counts) total += count;
+    return Guard("reduce-scatter", total * sizeof(float), [&] {
+      auto received = context_->createUnboundBuffer(
+          ring_scratch_.data(), ring_scratch_.size() * sizeof(float));
+      std::unique_ptr<gloo::transport::UnboundBuffer> partial;
+      if (w > 2) {
+        partial = context_->createUnboundBuffer(
+            partial_sums_.data(), partial_sums_.size() * sizeof(float));
+      }
+      const RingSlots slots = NextRingSlots();
+      const Deadline deadline(timeout_);
+      for (int s = 0; s < w - 1; ++s) {
+        const int send = Mod(r - s - 1, w);
+        const int receive = Mod(r - s - 2, w);
+        const bool last = s == w - 2;
+        // What this step sends from: the inputs' spans (step 0) or the
+        // partial sums, with the sends from each.
+        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> spans;
+        std::vector<std::pair<gloo::transport::UnboundBuffer*, size_t>> sent;
+        for (size_t i = 0; i < pieces[send].size(); ++i) {
+          const SegmentPiece& piece = pieces[send][i];
+          gloo::transport::UnboundBuffer* from = partial.get();
+          size_t offset = ((s + 1) % 2) * largest + piece.at;
+          if (s == 0) {
+            spans.resize(inputs[send].size());
+            auto& span = spans[piece.segment];
+            if (span == nullptr) {
+              const absl::Span<const float> segment =
+                  inputs[send][piece.segment];
+              span = context_->createUnboundBuffer(
+                  const_cast<float*>(segment.data()),
+                  segment.size() * sizeof(float));
+            }
+            from = span.get();
+            offset = piece.from;
+          }
+          from->send(Mod(r + 1, w), slots.of(s, i), offset * sizeof(float),
+                     piece.length * sizeof(float));
+          if (sent.empty() || sent.back().first != from) {
+            sent.push_back({from, 0});
+          }
+          ++sent.back().second;
+        }
+        float* const into =
+            last ? output.data() : partial_sums_.data() + (s % 2) * largest;
+        const std::vector<SegmentPiece>& arriving = pieces[receive];
+        auto post = [&](size_t i) {
+          received->recv(Mod(r - 1, w), slots.of(s, i),
+                         (i % 2) * window * sizeof(float),
+                         arriving[i].length * sizeof(float));
+        };
+        for (size_t i = 0; i < std::min<size_t>(2, arriving.size()); ++i) {
+          post(i);
+        }
+        const bool average = last && op == ReduceOp::kAverage;
+        for (size_t i = 0; i < arriving.size(); ++i) {
+          // Pieces from one peer arrive in order.
+          received->waitRecv(deadline.left());
+          const SegmentPiece& piece = arriving[i];
+          const float* in = ring_scratch_.data() + (i % 2) * window;
+          const float* own = inputs[receive][piece.segment].data() + piece.from;
+          float* out = into + piece.at;
+          if (average) {
+            for (size_t e = 0; e < piece.length; ++e) {
+              out[e] = (own[e] + in[e]) * scale;
+            }
+          } else {
+            for (size_t e = 0; e < piece.length; ++e) out[e] = own[e] + in[e];
+          }
+          if (i + 2 < arriving.size()) post(i + 2);
+        }
+        for (auto& [buffer, n] : sent) {
+          for (size_t i = 0; i < n; ++i) buffer->waitSend(deadline.left());
+        }
+      }
+    });
+  }
+
   // A ring: at step s, this rank sends block (rank - s) to the next rank
   // and receives block (rank - s - 1), in place, from the previous one.
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
@@ -516,8 +658,19 @@ class GlooCommunicator : public Communicator {
   // match.
   uint32_t next_tag_ = 1;
   const size_t ring_all_reduce_min_bytes_;
-  // The reduce-scatter's two chunks of incoming values.
+  // A piece of a block's span for ReduceScatterSegments: `length` values
+  // from `from` in span `segment`, at `at` in the block.
+  struct SegmentPiece {
+    size_t segment;
+    size_t from;
+    size_t length;
+    size_t at;
+  };
+
+  // The reduce-scatters' two chunks of incoming values.
   std::vector<float> ring_scratch_;
+  // ReduceScatterSegments' partial sums of two blocks (W > 2).
+  std::vector<float> partial_sums_;
 };
 
 }  // namespace

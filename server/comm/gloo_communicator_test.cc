@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -19,11 +20,13 @@
 #include "gloo/transport/tcp/pair.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/comm/testing/counting_communicator.h"
 #include "server/comm/testing/gloo_test_ranks.h"
 
 namespace distopt {
 namespace {
 
+using ::distopt::testing::CountingCommunicator;
 using ::testing::Each;
 using ::testing::ElementsAre;
 
@@ -129,6 +132,88 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
       }
     });
   }
+}
+
+// The same ring over spans that stay where they are: each rank's block
+// comes out bit for bit as ReduceScatterBlocks makes it from the same
+// values packed (the same additions in the same order), sums and averages,
+// for 1 to 4 ranks; blocks of several spans, of none, spans of no values
+// and one of more than a chunk (1 MiB). The inputs are only read.
+TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
+  constexpr size_t kChunk = (1 << 20) / sizeof(float);
+  for (int world = 1; world <= 4; ++world) {
+    // Span sizes per block.
+    std::vector<std::vector<size_t>> sizes(world);
+    for (int b = 0; b < world; ++b) {
+      if (b == 1) continue;  // A block with no spans.
+      sizes[b] = {300 + 17 * static_cast<size_t>(b), 0, 5};
+      if (b == world - 1) sizes[b].push_back(kChunk + 3);
+    }
+    OnGlooRanks(world, [&](Communicator& c) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        std::vector<std::vector<std::vector<float>>> memory(world);
+        std::vector<std::vector<absl::Span<const float>>> inputs(world);
+        std::vector<float> packed;
+        std::vector<size_t> counts(world, 0);
+        for (int b = 0; b < world; ++b) {
+          for (size_t size : sizes[b]) {
+            std::vector<float> span(size);
+            for (size_t e = 0; e < size; ++e) {
+              span[e] = std::sin(0.37f * static_cast<float>(packed.size()) +
+                                 static_cast<float>(c.rank()));
+              packed.push_back(span[e]);
+            }
+            counts[b] += size;
+            memory[b].push_back(std::move(span));
+          }
+          for (const std::vector<float>& span : memory[b]) {
+            inputs[b].push_back(absl::MakeConstSpan(span));
+          }
+        }
+        const std::vector<float> original = packed;
+        std::vector<float> output(counts[c.rank()], -1.0f);
+        ASSERT_TRUE(
+            c.ReduceScatterSegments(inputs, absl::MakeSpan(output), op).ok());
+        ASSERT_TRUE(
+            c.ReduceScatterBlocks(absl::MakeSpan(packed), counts, op).ok());
+        size_t begin = 0;
+        for (int r = 0; r < c.rank(); ++r) begin += counts[r];
+        for (size_t e = 0; e < output.size(); ++e) {
+          ASSERT_EQ(output[e], packed[begin + e])
+              << "world " << world << " element " << e << " average "
+              << (op == ReduceOp::kAverage);
+        }
+        size_t e = 0;
+        for (int b = 0; b < world; ++b) {
+          for (const std::vector<float>& span : memory[b]) {
+            for (float value : span) ASSERT_EQ(value, original[e++]);
+          }
+        }
+      }
+    });
+  }
+}
+
+// The default (a communicator without a ring of its own) packs the spans
+// around ReduceScatterBlocks: the same block.
+TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
+  OnGlooRanks(3, [&](Communicator& gloo) {
+    CountingCommunicator c(gloo);
+    std::vector<float> a(7, 1.0f + c.rank()), b(5, 2.0f), d(4, 3.0f);
+    const std::vector<std::vector<absl::Span<const float>>> inputs = {
+        {absl::MakeConstSpan(a)},
+        {absl::MakeConstSpan(b)},
+        {absl::MakeConstSpan(d)}};
+    std::vector<float> output(inputs[c.rank()][0].size());
+    ASSERT_TRUE(c.Communicator::ReduceScatterSegments(
+                     inputs, absl::MakeSpan(output), ReduceOp::kSum)
+                    .ok());
+    const float expected[] = {1.0f + 2.0f + 3.0f, 6.0f, 9.0f};
+    EXPECT_THAT(output, Each(expected[c.rank()]));
+    // Through the packed ring.
+    EXPECT_EQ(c.reduce_scatter_bytes, 16 * sizeof(float));
+    EXPECT_GT(c.kept_bytes(), 0);
+  });
 }
 
 // A ring step whose peer does not take part is bounded by the timeout the

@@ -42,10 +42,11 @@ class StagedCommunicator : public Communicator {
   void SetTimeout(absl::Duration timeout) override {
     host_->SetTimeout(timeout);
   }
-  // The two page-locked chunks, and the device packing of
-  // AllGatherSegments.
+  // The two page-locked chunks, the device packing of AllGatherSegments
+  // and ReduceScatterSegments, and what the host communicator keeps for
+  // the collectives staged through it.
   int64_t kept_bytes() const override {
-    return Communicator::kept_bytes() +
+    return Communicator::kept_bytes() + host_->kept_bytes() +
            static_cast<int64_t>(staging_[0].capacity() +
                                 staging_[1].capacity());
   }

@@ -132,6 +132,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
   if (slicing == Slicing::kSliced) {
     bucket_elements = SlicedBucketElements(waiting, bucket_elements);
   }
+  const bool sliced = slicing != Slicing::kWhole;
   // Every owner gets about an equal share of each bucket.
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
   std::vector<GradientBucket> plan;
@@ -150,7 +151,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
     for (int turn = 0; turn < owners; ++turn) {
       const int r = (first + turn) % owners;
       const int64_t taken =
-          slicing == Slicing::kSliced
+          sliced
               ? TakeSliced(waiting[r], share, room, &chosen[r])
               : TakeWhole(waiting[r], share, size, bucket_elements, &chosen[r]);
       size += taken;
@@ -178,6 +179,14 @@ int64_t LargestBucket(const std::vector<GradientBucket>& plan) {
   return largest;
 }
 
+int64_t LargestBlock(const std::vector<GradientBucket>& plan, int rank) {
+  int64_t largest = 0;
+  for (const GradientBucket& bucket : plan) {
+    largest = std::max(largest, static_cast<int64_t>(bucket.blocks[rank]));
+  }
+  return largest;
+}
+
 absl::Status FillBucket(const GradientBucket& bucket,
                         const GroupGradientPointers& grads,
                         absl::Span<float> values, Backend& device) {
@@ -201,6 +210,24 @@ absl::Status FillBucket(const GradientBucket& bucket,
   return absl::OkStatus();
 }
 
+std::vector<std::vector<absl::Span<const float>>> GradientSpans(
+    const GradientBucket& bucket, const GroupGradientPointers& grads) {
+  std::vector<std::vector<absl::Span<const float>>> spans(bucket.blocks.size());
+  for (const BucketEntry& entry : bucket.entries) {
+    const Tensor& grad = *grads[entry.group][entry.index];
+    spans[entry.owner].push_back(absl::MakeConstSpan(
+        static_cast<const float*>(grad.data()) + entry.begin,
+        static_cast<size_t>(entry.count)));
+  }
+  return spans;
+}
+
+int64_t BlockBegin(const GradientBucket& bucket, int rank) {
+  int64_t begin = 0;
+  for (int r = 0; r < rank; ++r) begin += bucket.blocks[r];
+  return begin;
+}
+
 std::vector<FunctionalOptimizer*> OptimizersOf(
     const std::vector<GroupStepper>& steppers) {
   std::vector<FunctionalOptimizer*> optimizers;
@@ -212,7 +239,7 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
-                        absl::Span<float> values,
+                        absl::Span<float> values, int64_t values_begin,
                         const std::vector<GroupStepper>& steppers,
                         DeviceBuffer* narrowed, DeviceBuffer* assembled,
                         std::atomic<bool>* changing) {
@@ -231,7 +258,14 @@ absl::Status StepBucket(const GradientBucket& bucket,
   size_t narrowed_bytes = 0;
   for (const BucketEntry& entry : bucket.entries) {
     if (steppers[entry.group].position[entry.index] < 0) continue;
-    float* average = values.data() + entry.offset;
+    if (entry.offset < values_begin ||
+        entry.offset + entry.count >
+            values_begin + static_cast<int64_t>(values.size())) {
+      return absl::InternalError(absl::StrCat(
+          "StepBucket: the averages of parameter ", entry.index, " of group ",
+          entry.group, " are not among the values given"));
+    }
+    float* average = values.data() + (entry.offset - values_begin);
     if (entry.count != entry.total) {
       if (assembled == nullptr) {
         return absl::InternalError("StepBucket: a sliced plan needs assembly");
@@ -286,7 +320,8 @@ absl::Status StepBucket(const GradientBucket& bucket,
     absl::StatusOr<float*> into = AssemblyFor(*entry, assembled);
     if (!into.ok()) return into.status();
     absl::Status status = device.CopyWithinDevice(
-        *into, values.data() + entry->offset, entry->count * sizeof(float));
+        *into, values.data() + (entry->offset - values_begin),
+        entry->count * sizeof(float));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -68,7 +68,10 @@ struct GradientBucket {
 // slices' averages together before stepping it (StepBucket's `assembled`).
 // That buffer comes out of the plan's buckets: when the largest parameter
 // is larger than a share, they shrink by its size, down to half a bucket.
-enum class Slicing { kWhole, kSliced };
+// kSlicedInPlace: sliced the same way, for a step whose reduce-scatter
+// reads the gradients where they are (GradientSpans) and keeps only this
+// rank's block, not a bucket: the buckets keep their size.
+enum class Slicing { kWhole, kSliced, kSlicedInPlace };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
 // (every parameter has owner 0 when every rank needs every average, as
@@ -81,6 +84,9 @@ std::vector<GradientBucket> PlanGradientBuckets(
 
 // The largest bucket of a plan, in elements: the scratch a step needs.
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);
+// The largest block of owner `rank` in a plan's buckets: the scratch a
+// step that reduces the gradients in place needs.
+int64_t LargestBlock(const std::vector<GradientBucket>& plan, int rank);
 
 // Copies this rank's gradients of the bucket's parameters into `values`
 // (bucket.size elements, as fp32, on `device` with the gradients); a null
@@ -89,6 +95,15 @@ int64_t LargestBucket(const std::vector<GradientBucket>& plan);
 absl::Status FillBucket(const GradientBucket& bucket,
                         const GroupGradientPointers& grads,
                         absl::Span<float> values, Backend& device);
+
+// The bucket's gradients where they are, block by block (block r: owner
+// r's entries, in bucket order), for Communicator::ReduceScatterSegments:
+// every one must be present on this rank, float32, in host memory.
+std::vector<std::vector<absl::Span<const float>>> GradientSpans(
+    const GradientBucket& bucket, const GroupGradientPointers& grads);
+
+// Where owner `rank`'s block begins in the bucket, in elements.
+int64_t BlockBegin(const GradientBucket& bucket, int rank);
 
 // What a rank steps of one parameter group: its optimizer, the parameters
 // that optimizer was made over (in its order), and position[i], where the
@@ -105,17 +120,18 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 
 // Steps the bucket's parameters that this rank steps (steppers[g] per
 // group) with their averaged gradients from `values` (on the parameters'
-// device): fp32 ones read in place, fp16/bf16 ones rounded to nearest even
-// into `narrowed` (on that device too, kept by the caller from step to
-// step: at most half a bucket plus one sliced parameter). A sliced
-// parameter's averages are gathered in `assembled` (kept the same way:
+// device), which holds the bucket's elements from `values_begin` on (all
+// of them, or this rank's block alone): fp32 ones read in place, fp16/bf16 ones
+// rounded to nearest even into `narrowed` (on that device too, kept by the
+// caller from step to step: at most half a bucket plus one sliced parameter). A
+// sliced parameter's averages are gathered in `assembled` (kept the same way:
 // one parameter's fp32 values) and it is stepped with the bucket of its
 // last slice; buckets must come in plan order. `assembled` may be null for
 // a plan of whole parameters. `*changing` turns true before the first
 // parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
-                        absl::Span<float> values,
+                        absl::Span<float> values, int64_t values_begin,
                         const std::vector<GroupStepper>& steppers,
                         DeviceBuffer* narrowed, DeviceBuffer* assembled,
                         std::atomic<bool>* changing);

@@ -123,6 +123,36 @@ TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
   EXPECT_EQ(LargestBucket(plan), 50);
 }
 
+// The same model sliced for a step that reduces the gradients where they
+// are: no bucket-sized copy of them is made, so the buckets keep their
+// size (shares of 50) beside the buffer the parameters are put together
+// in. The gradients' spans are block by block, the slices' own elements;
+// LargestBlock is the scratch for an owner's block.
+TEST(PlanGradientBucketsTest, SlicedInPlacePlansKeepTheirSize) {
+  Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+                                        Slicing::kSlicedInPlace);
+  EXPECT_THAT(
+      Slices(plan),
+      ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 50)),
+                  ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 36),
+                              FieldsAre(1, 50, 14), FieldsAre(3, 0, 36)),
+                  ElementsAre(FieldsAre(2, 36, 28), FieldsAre(3, 36, 28))));
+  EXPECT_EQ(LargestBucket(plan), 100);
+  EXPECT_EQ(LargestBlock(plan, 1), 50);
+  EXPECT_EQ(BlockBegin(plan[1], 1), 50);
+  GroupGradientPointers grads = {{}};
+  for (const Tensor& t : m.tensors) grads[0].push_back(&t);
+  const auto spans = GradientSpans(plan[1], grads);
+  ASSERT_EQ(spans.size(), 2u);
+  ASSERT_EQ(spans[1].size(), 2u);
+  EXPECT_EQ(spans[1][0].data(),
+            static_cast<const float*>(m.tensors[1].data()) + 50);
+  EXPECT_EQ(spans[1][0].size(), 14u);
+  EXPECT_EQ(spans[1][1].data(), static_cast<const float*>(m.tensors[3].data()));
+  EXPECT_EQ(spans[1][1].size(), 36u);
+}
+
 // Buckets keep their size when no parameter is larger than a share, and a
 // parameter no larger than a share is never cut: it waits for the next
 // bucket rather than be split at the end of this one.

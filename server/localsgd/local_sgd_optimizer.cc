@@ -213,7 +213,7 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
     }
     if (status.ok()) {
       status = AsCollectiveFailure(
-          StepBucket(bucket, groups_, values, steppers_, &narrowed_storage_,
+          StepBucket(bucket, groups_, values, 0, steppers_, &narrowed_storage_,
                      /*assembled=*/nullptr, &changing_));
     }
     if (!status.ok()) return status;

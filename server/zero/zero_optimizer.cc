@@ -169,13 +169,21 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // First, one small all-reduce: which ranks refused the step (each then
   // returns at once, so none waits in a collective the others skip), how
   // many ranks are still active (a joined rank only shadows the others),
-  // and which parameters have a gradient somewhere. Every rank then plans
-  // the same buckets and issues the same collectives.
+  // how many have every gradient in host memory, and how many have a
+  // gradient for each parameter. Every rank then plans the same buckets
+  // and issues the same collectives.
   const int world = communicator_->size();
   // Its length comes from the groups, the same on every rank, whatever
   // this rank was given (`refused` says when that does not fit).
   std::vector<float> header = RefusalSlots(*communicator_, refused);
   header.push_back(active ? 1.0f : 0.0f);
+  bool in_host_memory = refused.ok();
+  for (size_t g = 0; in_host_memory && g < groups_.size(); ++g) {
+    for (const Tensor* grad : grads[g]) {
+      if (grad != nullptr && !grad->device().is_cpu()) in_host_memory = false;
+    }
+  }
+  header.push_back(in_host_memory ? 1.0f : 0.0f);
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       header.push_back(refused.ok() && grads[g][i] != nullptr);
@@ -190,10 +198,22 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   if (!status.ok()) return status;
   if (header[world] == 0) return false;
   Presence present(groups_.size());
-  size_t k = world + 1;
+  // Gradient-sharded over host memory, when every rank has an fp32
+  // gradient in host memory for every parameter present (the counts say so
+  // alike on every rank), the reduce-scatter reads the gradients where
+  // they are: no copy of them into a bucket, whose memory then holds this
+  // rank's block alone.
+  reduce_in_place_ = options_.gradient_sharded && device_->device().is_cpu() &&
+                     header[world + 1] == static_cast<float>(world);
+  size_t k = world + 2;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      present[g].push_back(header[k++] > 0);
+      const float holders = header[k++];
+      present[g].push_back(holders > 0);
+      if (holders > 0 && (holders != static_cast<float>(world) ||
+                          groups_[g].params[i]->dtype() != DType::kFloat32)) {
+        reduce_in_place_ = false;
+      }
     }
   }
   // Gradient-sharded, parameters larger than an owner's share of a bucket
@@ -205,10 +225,12 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
              (options_.overlap ? 2 : 1));
-  const std::vector<GradientBucket> plan = PlanGradientBuckets(
-      groups_, partition_.owner, communicator_->size(), present,
-      bucket_elements,
-      options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole);
+  const std::vector<GradientBucket> plan =
+      PlanGradientBuckets(groups_, partition_.owner, communicator_->size(),
+                          present, bucket_elements,
+                          reduce_in_place_            ? Slicing::kSlicedInPlace
+                          : options_.gradient_sharded ? Slicing::kSliced
+                                                      : Slicing::kWhole);
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);
@@ -252,9 +274,37 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   return true;
 }
 
+absl::Span<float> ZeroOptimizer::Averages(const GradientBucket& bucket,
+                                          absl::Span<float> scratch) const {
+  return scratch.subspan(
+      0, reduce_in_place_ ? bucket.blocks[tensors_->rank()] : bucket.size);
+}
+
+int64_t ZeroOptimizer::AveragesBegin(const GradientBucket& bucket) const {
+  return reduce_in_place_ ? BlockBegin(bucket, tensors_->rank()) : 0;
+}
+
+int64_t ZeroOptimizer::ScratchElements(
+    const std::vector<GradientBucket>& plan) const {
+  return reduce_in_place_ ? LargestBlock(plan, tensors_->rank())
+                          : LargestBucket(plan);
+}
+
+absl::Status ZeroOptimizer::Fill(const GradientBucket& bucket,
+                                 const GroupGradientPointers& grads,
+                                 absl::Span<float> values) {
+  if (reduce_in_place_) return absl::OkStatus();  // Read where they are.
+  return FillBucket(bucket, grads, values, *device_);
+}
+
 absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
+                                   const GroupGradientPointers& grads,
                                    absl::Span<float> values) {
   if (bucket.size == 0) return absl::OkStatus();
+  if (reduce_in_place_) {
+    return tensors_->ReduceScatterSegments(GradientSpans(bucket, grads), values,
+                                           ReduceOp::kAverage);
+  }
   // Gradient-sharded (ZeRO-2): each rank receives only its own block's
   // average. Otherwise every rank gets every average (ZeRO-1, as torch).
   return options_.gradient_sharded
@@ -285,7 +335,7 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
   absl::StatusOr<absl::Span<float>> scratch =
-      gradient_scratch_[0].Elements<float>(LargestBucket(plan));
+      gradient_scratch_[0].Elements<float>(ScratchElements(plan));
   // Without room for a bucket this rank cannot take part: its peers' next
   // collective times out and the round breaks, as with a lost peer.
   if (!scratch.ok()) return AsCollectiveFailure(scratch.status());
@@ -293,14 +343,15 @@ absl::Status ZeroOptimizer::ReduceAndStep(
   size_t gathered = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
     const GradientBucket& bucket = plan[k];
-    absl::Span<float> values = scratch->subspan(0, bucket.size);
-    if (local.ok()) local = FillBucket(bucket, grads, values, *device_);
+    absl::Span<float> values = Averages(bucket, *scratch);
+    if (local.ok()) local = Fill(bucket, grads, values);
     if (!local.ok()) ZeroFill(values);
-    absl::Status status = Reduce(bucket, values);
+    absl::Status status = Reduce(bucket, grads, values);
     if (!status.ok()) return status;
     if (local.ok()) {
-      local = StepBucket(bucket, groups_, values, steppers_, &narrowed_scratch_,
-                         &assembled_scratch_, &changing_);
+      local =
+          StepBucket(bucket, groups_, values, AveragesBegin(bucket), steppers_,
+                     &narrowed_scratch_, &assembled_scratch_, &changing_);
     }
     status = GatherStepped(plan, k, &gathered);
     if (!status.ok()) return status;
@@ -321,7 +372,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     const GroupGradientPointers& grads) {
   const size_t n = plan.size();
   const bool gather = options_.gradient_sharded;
-  const int64_t largest = LargestBucket(plan);
+  const int64_t largest = ScratchElements(plan);
   absl::Span<float> scratch[2];
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<absl::Span<float>> reserved =
@@ -330,9 +381,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (!reserved.ok()) return AsCollectiveFailure(reserved.status());
     scratch[b] = *reserved;
   }
-  auto values = [&](size_t k) {
-    return scratch[k % 2].subspan(0, plan[k].size);
-  };
+  auto values = [&](size_t k) { return Averages(plan[k], scratch[k % 2]); };
   std::vector<absl::Notification> filled(n), reduced(n), stepped(n);
   // The thread's first collective failure (read once it is joined), and
   // what it was when bucket k had been reduced.
@@ -343,7 +392,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     for (size_t k = 0; k <= n; ++k) {
       if (k < n) {
         filled[k].WaitForNotification();
-        if (collective.ok()) collective = Reduce(plan[k], values(k));
+        if (collective.ok()) collective = Reduce(plan[k], grads, values(k));
         reduce_status[k] = collective;
         reduced[k].Notify();
       }
@@ -355,7 +404,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   });
   absl::Status local;
   auto fill = [&](size_t k) {
-    if (local.ok()) local = FillBucket(plan[k], grads, values(k), *device_);
+    if (local.ok()) local = Fill(plan[k], grads, values(k));
     if (!local.ok()) ZeroFill(values(k));
     filled[k].Notify();
   };
@@ -364,8 +413,9 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
-      local = StepBucket(plan[k], groups_, values(k), steppers_,
-                         &narrowed_scratch_, &assembled_scratch_, &changing_);
+      local = StepBucket(plan[k], groups_, values(k), AveragesBegin(plan[k]),
+                         steppers_, &narrowed_scratch_, &assembled_scratch_,
+                         &changing_);
     }
     stepped[k].Notify();
   }

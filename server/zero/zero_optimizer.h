@@ -180,8 +180,22 @@ class ZeroOptimizer {
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active,
                              const absl::Status& refused);
-  // Averages one bucket across ranks (all of it, or this rank's block).
-  absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
+  // A bucket's averages in `scratch`: all of them, or in place this rank's
+  // block alone; where they begin in the bucket; the scratch a plan needs.
+  absl::Span<float> Averages(const GradientBucket& bucket,
+                             absl::Span<float> scratch) const;
+  int64_t AveragesBegin(const GradientBucket& bucket) const;
+  int64_t ScratchElements(const std::vector<GradientBucket>& plan) const;
+  // Copies this rank's gradients into the bucket's values (nothing when
+  // they are reduced in place).
+  absl::Status Fill(const GradientBucket& bucket,
+                    const GroupGradientPointers& grads,
+                    absl::Span<float> values);
+  // Averages one bucket across ranks into `values` (all of it, or this
+  // rank's block; in place, from the gradients where they are).
+  absl::Status Reduce(const GradientBucket& bucket,
+                      const GroupGradientPointers& grads,
+                      absl::Span<float> values);
   // Gradient-sharded: the buckets of `plan` from *gathered on whose
   // parameters the step of bucket `stepped` completed reach every rank from
   // their owners, and *gathered moves past them (nothing otherwise).
@@ -222,7 +236,8 @@ class ZeroOptimizer {
   std::vector<GroupStepper> steppers_;
   // On the parameters' device, kept from step to step (a fresh buffer costs
   // its allocation on every step), each bounded by the bucket size: the
-  // gradient bucket (two, of half the size, for overlap), a bucket's
+  // gradient bucket (two, of half the size, for overlap; reduced in place,
+  // this rank's block of it), a bucket's
   // fp16/bf16 averages, and the parameter bucket the owners broadcast (the
   // bucket view's, or small parameters packed, at most 1 MiB, without it).
   // Gradient-sharded, the averages of a parameter sliced across buckets
@@ -232,6 +247,9 @@ class ZeroOptimizer {
   DeviceBuffer narrowed_scratch_;
   DeviceBuffer assembled_scratch_;
   DeviceBuffer broadcast_scratch_;
+  // This round reduces the gradients where they are (set by Round before
+  // any bucket, the same on every rank).
+  bool reduce_in_place_ = false;
   // Set when a step begins changing this rank's parameters (by stepping
   // them, or by receiving other owners'; from either thread).
   std::atomic<bool> changing_{false};

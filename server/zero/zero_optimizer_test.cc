@@ -378,10 +378,16 @@ constexpr int64_t kScratchBucketBytes = 16 << 10;
 
 // Two steps on 2 ranks of `params` equal parameters of `elements` floats,
 // in buckets of kScratchBucketBytes; every rank ends at the reference.
+// Every rank has every gradient, unless `one_missing`: rank 1 has none
+// for parameter 0 (so that the gradients are copied into buckets, zeros
+// for that one, rather than reduced where they are).
 Outcome RunScratchScenario(const std::string& kind, int params,
                            int64_t elements, bool sharded, bool overlap,
-                           bool bucket_view = false) {
+                           bool bucket_view = false, bool one_missing = false) {
   Scenario s;
+  if (one_missing) {
+    s.has_gradient = [](int, int r, int, int i) { return r != 1 || i != 0; };
+  }
   s.kind = kind;
   s.world = 2;
   s.steps = 2;
@@ -415,26 +421,37 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
 }
 
 // Gradient-sharded, parameters larger than a rank's share of a bucket are
-// sliced, and the buffer their slices are put together in comes out of
-// the buckets: 6 parameters of 2500 floats (10 KB) in 16 KiB buckets leave
-// gradient buckets of 8 KiB (two of 4 KiB with overlap, which halves the
-// bucket first) besides that buffer, and the all-gather's packing buffer
-// of at most a bucket. Full buckets beside the buffer would keep 16 KiB
-// (two of 8 KiB) and a larger packing buffer; without the buffer, the
-// scratch would be under its lower bound.
+// sliced, and their slices' averages put together in a buffer of one
+// parameter: 6 parameters of 2500 floats (10 KB) in 16 KiB buckets.
+// Copied into buckets (a rank lacks a gradient), the buffer comes out of
+// them: gradient buckets of 8 KiB (two of 4 KiB with overlap, which halves
+// the bucket first) beside it, and the all-gather's packing buffer of at
+// most a bucket. Full buckets beside
+// the buffer would keep 16 KiB (two of 8 KiB) and a larger packing
+// buffer; without the buffer, the scratch would be under its lower bound.
+// Reduced where they are, the buckets keep their size, and the scratch
+// holds this rank's half of one (of each of two, with overlap) beside
+// that buffer, within the same bounds.
 TEST(ZeroScratchTest, SlicedParametersComeOutOfTheBucket) {
   constexpr int64_t kBucket = kScratchBucketBytes;
   constexpr int64_t kParameter = 2500 * sizeof(float);
-  for (bool overlap : {false, true}) {
-    const Outcome outcome =
-        RunScratchScenario("adam", 6, 2500, /*sharded=*/true, overlap);
-    const int64_t bucket = overlap ? kBucket / 4 : kBucket / 2;
-    const int64_t gradients = (overlap ? 2 : 1) * bucket;
-    for (int r = 0; r < 2; ++r) {
-      EXPECT_GE(outcome.scratch_bytes[r], gradients + kParameter)
-          << "rank " << r << " overlap=" << overlap;
-      EXPECT_LE(outcome.scratch_bytes[r], gradients + kParameter + bucket)
-          << "rank " << r << " overlap=" << overlap;
+  for (bool in_place : {false, true}) {
+    for (bool overlap : {false, true}) {
+      const Outcome outcome =
+          RunScratchScenario("adam", 6, 2500, /*sharded=*/true, overlap,
+                             /*bucket_view=*/false, /*one_missing=*/!in_place);
+      // The plan's buckets, and the gradient scratch of all in flight.
+      const int64_t bucket = in_place  ? (overlap ? kBucket / 2 : kBucket)
+                             : overlap ? kBucket / 4
+                                       : kBucket / 2;
+      const int64_t gradients =
+          in_place ? kBucket / 2 : (overlap ? 2 : 1) * bucket;
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(absl::StrCat("rank ", r, " overlap=", overlap,
+                                  " in_place=", in_place));
+        EXPECT_GE(outcome.scratch_bytes[r], gradients + kParameter);
+        EXPECT_LE(outcome.scratch_bytes[r], gradients + kParameter + bucket);
+      }
     }
   }
 }
@@ -567,17 +584,21 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
             absl::StrCat("sharded=", sharded, " overlap=", overlap);
         // Beyond the model: the header's all-reduce (one float per rank
         // for whether it refused the step, one for whether this rank is
-        // active, one per parameter) and the closing agreement's (one
-        // float per rank).
-        const size_t header = (2 + 1 + 6) * sizeof(float) + 2 * sizeof(float);
+        // active, one for whether its gradients are in host memory, one
+        // per parameter) and the closing agreement's (one float per rank).
+        const size_t header =
+            (2 + 1 + 1 + 6) * sizeof(float) + 2 * sizeof(float);
         if (sharded) {
           EXPECT_EQ(c.all_reduce_bytes, header) << mode;
-          EXPECT_EQ(c.reduce_scatter_bytes, kModelBytes) << mode;
+          // From the gradients where they are: none copied to a bucket.
+          EXPECT_EQ(c.reduce_scatter_segments_bytes, kModelBytes) << mode;
+          EXPECT_EQ(c.reduce_scatter_bytes, 0u) << mode;
           EXPECT_EQ(c.all_gather_bytes, kModelBytes) << mode;
           EXPECT_EQ(c.broadcast_bytes, 0u) << mode;
         } else {
           EXPECT_EQ(c.all_reduce_bytes, header + kModelBytes) << mode;
           EXPECT_EQ(c.reduce_scatter_bytes, 0u) << mode;
+          EXPECT_EQ(c.reduce_scatter_segments_bytes, 0u) << mode;
           EXPECT_EQ(c.all_gather_bytes, 0u) << mode;
           EXPECT_EQ(c.broadcast_bytes, kModelBytes) << mode;
         }

@@ -36,6 +36,16 @@ class CountingCommunicator : public ForwardingCommunicator {
     reduce_scatter_bytes += values.size() * sizeof(float);
     return ForwardingCommunicator::ReduceScatterBlocks(values, counts, op);
   }
+  absl::Status ReduceScatterSegments(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      absl::Span<float> output, ReduceOp op) override {
+    for (const auto& block : inputs) {
+      for (absl::Span<const float> segment : block) {
+        reduce_scatter_segments_bytes += segment.size() * sizeof(float);
+      }
+    }
+    return ForwardingCommunicator::ReduceScatterSegments(inputs, output, op);
+  }
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
     all_gather_bytes += bytes.size();
@@ -56,14 +66,17 @@ class CountingCommunicator : public ForwardingCommunicator {
 
   void StartCounting() {
     calls_ = 0;
-    all_reduce_bytes = reduce_scatter_bytes = all_gather_bytes =
-        broadcast_bytes = 0;
+    all_reduce_bytes = reduce_scatter_bytes = reduce_scatter_segments_bytes =
+        all_gather_bytes = broadcast_bytes = 0;
     broadcasts = 0;
   }
   bool started(int n) const { return calls_ >= n; }
 
   std::atomic<size_t> all_reduce_bytes{0};
   std::atomic<size_t> reduce_scatter_bytes{0};
+  // Through ReduceScatterSegments (whose default also counts its packed
+  // ReduceScatterBlocks above).
+  std::atomic<size_t> reduce_scatter_segments_bytes{0};
   std::atomic<size_t> all_gather_bytes{0};
   std::atomic<size_t> broadcast_bytes{0};
   std::atomic<int> broadcasts{0};
