@@ -212,7 +212,9 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
     EXPECT_THAT(output, Each(expected[c.rank()]));
     // Through the packed ring.
     EXPECT_EQ(c.reduce_scatter_bytes, 16 * sizeof(float));
-    EXPECT_GT(c.kept_bytes(), 0);
+    // Its packing buffer, kept for the next call.
+    EXPECT_GE(c.Communicator::kept_bytes(),
+              static_cast<int64_t>(16 * sizeof(float)));
   });
 }
 
