@@ -13,6 +13,10 @@
 namespace distopt {
 namespace {
 
+// The gradients are reduced where they are only when the parameters
+// present average this many bytes or more (see Round).
+constexpr int64_t kInPlaceMinAverageBytes = int64_t{256} << 10;
+
 // What the ranks must agree on: the kind, the groups and the options.
 SpecificationParts DescribeZero(const OptimizerKind& kind,
                                 const std::string& kind_name,
@@ -202,19 +206,28 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // gradient in host memory for every parameter present (the counts say so
   // alike on every rank), the reduce-scatter reads the gradients where
   // they are: no copy of them into a bucket, whose memory then holds this
-  // rank's block alone.
+  // rank's block alone. Each gradient then travels as messages of its own:
+  // for small ones, a copy into one bucket costs less (measured, 200
+  // parameters of 4 KiB: 4.9 ms a step copied, 12.7 ms in place).
   reduce_in_place_ = options_.gradient_sharded && device_->device().is_cpu() &&
                      header[world + 1] == static_cast<float>(world);
+  int64_t present_count = 0, present_bytes = 0;
   size_t k = world + 2;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const float holders = header[k++];
       present[g].push_back(holders > 0);
-      if (holders > 0 && (holders != static_cast<float>(world) ||
-                          groups_[g].params[i]->dtype() != DType::kFloat32)) {
+      if (holders == 0) continue;
+      ++present_count;
+      present_bytes += groups_[g].params[i]->byte_size();
+      if (holders != static_cast<float>(world) ||
+          groups_[g].params[i]->dtype() != DType::kFloat32) {
         reduce_in_place_ = false;
       }
     }
+  }
+  if (present_bytes < present_count * kInPlaceMinAverageBytes) {
+    reduce_in_place_ = false;
   }
   // Gradient-sharded, parameters larger than an owner's share of a bucket
   // are sliced, so that every bucket's reduce-scatter and all-gather move

@@ -160,7 +160,7 @@ TEST(ZeroStagedTensorsTest, ScratchCountsTheStagingChunks) {
 // between the tensors (the ring over one buffer per segment), not packed;
 // every rank still ends bit for bit at the reference.
 TEST(ZeroLargeParametersTest, TheSegmentRingMatchesTheReference) {
-  for (int world : {2, 3}) {
+  for (int world : {2, 3, 4}) {
     for (bool overlap : {false, true}) {
       Scenario s;
       s.kind = "adam";
@@ -377,13 +377,14 @@ TEST(ZeroOptimizerCreateTest, StateThatDoesNotFitOneRanksBudgetFailsEveryRank) {
 constexpr int64_t kScratchBucketBytes = 16 << 10;
 
 // Two steps on 2 ranks of `params` equal parameters of `elements` floats,
-// in buckets of kScratchBucketBytes; every rank ends at the reference.
+// in buckets of `bucket_bytes`; every rank ends at the reference.
 // Every rank has every gradient, unless `one_missing`: rank 1 has none
 // for parameter 0 (so that the gradients are copied into buckets, zeros
 // for that one, rather than reduced where they are).
 Outcome RunScratchScenario(const std::string& kind, int params,
                            int64_t elements, bool sharded, bool overlap,
-                           bool bucket_view = false, bool one_missing = false) {
+                           bool bucket_view = false, bool one_missing = false,
+                           int64_t bucket_bytes = kScratchBucketBytes) {
   Scenario s;
   if (one_missing) {
     s.has_gradient = [](int, int r, int, int i) { return r != 1 || i != 0; };
@@ -396,7 +397,7 @@ Outcome RunScratchScenario(const std::string& kind, int params,
   s.options.gradient_sharded = sharded;
   s.options.overlap = overlap;
   s.options.parameters_as_bucket_view = bucket_view;
-  s.options.bucket_bytes = kScratchBucketBytes;
+  s.options.bucket_bytes = bucket_bytes;
   Outcome outcome = zero_testing::Run(s);
   ExpectMatchesReference(s, outcome);
   return outcome;
@@ -422,24 +423,24 @@ TEST(ZeroScratchTest, ScratchIsBoundedByTheBucketNotTheModel) {
 
 // Gradient-sharded, parameters larger than a rank's share of a bucket are
 // sliced, and their slices' averages put together in a buffer of one
-// parameter: 6 parameters of 2500 floats (10 KB) in 16 KiB buckets.
+// parameter: 6 parameters of 80000 floats (320 KB) in 512 KiB buckets.
 // Copied into buckets (a rank lacks a gradient), the buffer comes out of
-// them: gradient buckets of 8 KiB (two of 4 KiB with overlap, which halves
-// the bucket first) beside it, and the all-gather's packing buffer of at
-// most a bucket. Full buckets beside
-// the buffer would keep 16 KiB (two of 8 KiB) and a larger packing
-// buffer; without the buffer, the scratch would be under its lower bound.
-// Reduced where they are, the buckets keep their size, and the scratch
-// holds this rank's half of one (of each of two, with overlap) beside
-// that buffer, within the same bounds.
+// them: gradient buckets of 256 KiB (two of 128 KiB with overlap, which
+// halves the bucket first) beside it, and the all-gather's packing buffer
+// of at most a bucket. Full buckets beside the buffer would keep 512 KiB
+// (two of 256 KiB) and a larger packing buffer; without the buffer, the
+// scratch would be under its lower bound. Reduced where they are (every
+// gradient there, of 256 KiB or more), the buckets keep their size, and
+// the scratch holds this rank's half of one (of each of two, with
+// overlap) beside that buffer, within the same bounds.
 TEST(ZeroScratchTest, SlicedParametersComeOutOfTheBucket) {
-  constexpr int64_t kBucket = kScratchBucketBytes;
-  constexpr int64_t kParameter = 2500 * sizeof(float);
+  constexpr int64_t kBucket = 512 << 10;
+  constexpr int64_t kParameter = 80000 * sizeof(float);
   for (bool in_place : {false, true}) {
     for (bool overlap : {false, true}) {
-      const Outcome outcome =
-          RunScratchScenario("adam", 6, 2500, /*sharded=*/true, overlap,
-                             /*bucket_view=*/false, /*one_missing=*/!in_place);
+      const Outcome outcome = RunScratchScenario(
+          "adam", 6, 80000, /*sharded=*/true, overlap,
+          /*bucket_view=*/false, /*one_missing=*/!in_place, kBucket);
       // The plan's buckets, and the gradient scratch of all in flight.
       const int64_t bucket = in_place  ? (overlap ? kBucket / 2 : kBucket)
                              : overlap ? kBucket / 4
@@ -568,7 +569,9 @@ absl::StatusOr<std::vector<Tensor>> OneSgdStep(
 // broadcasts the parameters; gradient-sharded reduce-scatters the
 // gradients and all-gathers the parameters, with no broadcast at all.
 TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
-  constexpr size_t kModelBytes = 6 * 256 * sizeof(float);
+  // Parameters of 256 KiB: gradient-sharded, reduced where they are.
+  constexpr int64_t kElements = 64 * 1024;
+  constexpr size_t kModelBytes = 6 * kElements * sizeof(float);
   for (bool sharded : {false, true}) {
     for (bool overlap : {false, true}) {
       zero_testing::OnRanks(2, [&](Communicator& gloo) {
@@ -576,9 +579,9 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
         ZeroOptions options;
         options.gradient_sharded = sharded;
         options.overlap = overlap;
-        options.bucket_bytes = 2048;
-        absl::StatusOr<std::vector<Tensor>> stepped =
-            OneSgdStep(c, std::vector<ParamSpec>(6, ParamSpec{{256}}), options);
+        options.bucket_bytes = 512 << 10;
+        absl::StatusOr<std::vector<Tensor>> stepped = OneSgdStep(
+            c, std::vector<ParamSpec>(6, ParamSpec{{kElements}}), options);
         ASSERT_TRUE(stepped.ok()) << stepped.status();
         const std::string mode =
             absl::StrCat("sharded=", sharded, " overlap=", overlap);
@@ -605,6 +608,23 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
       });
     }
   }
+}
+
+// Gradient-sharded with small parameters (1 KiB each), the gradients are
+// copied into buckets and reduce-scattered there: one message a bucket,
+// not one a parameter.
+TEST(ZeroCollectivesTest, SmallGradientsAreCopiedIntoBuckets) {
+  zero_testing::OnRanks(2, [&](Communicator& gloo) {
+    CountingCommunicator c(gloo);
+    ZeroOptions options;
+    options.gradient_sharded = true;
+    options.bucket_bytes = 2048;
+    absl::StatusOr<std::vector<Tensor>> stepped =
+        OneSgdStep(c, std::vector<ParamSpec>(6, ParamSpec{{256}}), options);
+    ASSERT_TRUE(stepped.ok()) << stepped.status();
+    EXPECT_EQ(c.reduce_scatter_bytes, 6 * 256 * sizeof(float));
+    EXPECT_EQ(c.reduce_scatter_segments_bytes, 0u);
+  });
 }
 
 // Torch's per-parameter broadcast (no bucket view) for a model of many
