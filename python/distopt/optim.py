@@ -53,7 +53,9 @@ def _as_sent(defaults: Dict[str, Any], name: str, value: Any) -> Any:
     flag (amsgrad=0, maximize=1) as its truth value; the workers take a
     bool there, and refuse a number."""
     if (isinstance(defaults.get(name), bool) and not isinstance(value, bool)
-            and isinstance(value, (int, float))):
+            and not isinstance(value, (str, bytes))
+            and hasattr(value, "__bool__")):
+        # A number, a numpy bool or a one-element tensor.
         return bool(value)
     return value
 

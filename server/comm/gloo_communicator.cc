@@ -35,7 +35,8 @@ constexpr uint8_t kRingSlotPrefix = 0x41;
 // The pieces the ring reduce-scatter moves blocks in: small enough to stay
 // in cache between arriving and being added, large enough that a message
 // costs little. A slot numbers at most 2^kChunkBits chunks of a step (the
-// bits below the tag in gloo's slots); larger blocks take larger chunks.
+// bits below the tag in gloo's slots); ReduceScatterBlocks' larger blocks
+// take larger chunks, and ReduceScatterSegments refuses more pieces.
 constexpr size_t kRingChunkBytes = size_t{1} << 20;
 constexpr int kChunkBits = 24;
 

@@ -49,8 +49,13 @@ HandleEvents GlooHandleEvents() {
 
 }  // namespace
 
-// Called through gloo's vtables (the pair's and its Handler's), on the
-// device thread.
+// Called through gloo's vtables, on the device thread. gloo's device loop
+// calls it through the pair's Handler base, whose vtable entry is the
+// thunk _ZThn16_...handleEvents, and libgloo's thunk jumps straight into
+// libgloo's own body: the thunk must be replaced too. Defining the
+// function here emits this file's thunk beside it, under the same name;
+// the daemon exports both (libgloo's vtables refer to them by name), so
+// they come before libgloo's.
 void Pair::handleEvents(int events) {
   std::string failure;
   try {
@@ -66,9 +71,14 @@ void Pair::handleEvents(int events) {
   // the pair is left as it is, and its collective ends at its timeout.
   std::unique_lock<std::mutex> lock(m_, std::try_to_lock);
   if (!lock || ex_ != nullptr || state_ == CLOSED) return;
-  signalException(
-      GLOO_ERROR_MSG("pair with ", peer_.str(),
-                     " received what this rank did not expect: ", failure));
+  try {
+    signalException(
+        GLOO_ERROR_MSG("pair with ", peer_.str(),
+                       " received what this rank did not expect: ", failure));
+  } catch (...) {
+    // Closing it failed too (gloo checks its epoll calls): the pair is
+    // left as it is, as when the lock was taken.
+  }
 }
 
 }  // namespace tcp
