@@ -116,6 +116,18 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   const std::function<bool()> cancelled_;
 };
 
+// A ring reduce-scatter's step on one arrived chunk: out = own + in, and
+// at the last step of an average times `scale` (0: a sum). `out` may be
+// `own`.
+void AddArrived(float* out, const float* own, const float* in, size_t length,
+                float scale) {
+  if (scale != 0.0f) {
+    for (size_t e = 0; e < length; ++e) out[e] = (own[e] + in[e]) * scale;
+  } else {
+    for (size_t e = 0; e < length; ++e) out[e] = own[e] + in[e];
+  }
+}
+
 // Runs a gloo call and turns its exceptions into a status naming `what`.
 template <typename Call>
 absl::Status RunGuarded(absl::string_view what, Call call) {
@@ -329,13 +341,8 @@ class GlooCommunicator : public Communicator {
                     std::min(chunk, counts[receive] - c * chunk);
                 const float* in = ring_scratch_.data() + (c % 2) * chunk;
                 float* into = values.data() + (*offsets)[receive] + c * chunk;
-                if (average_on_arrival) {
-                  for (size_t e = 0; e < length; ++e) {
-                    into[e] = (into[e] + in[e]) * scale;
-                  }
-                } else {
-                  for (size_t e = 0; e < length; ++e) into[e] += in[e];
-                }
+                AddArrived(into, into, in, length,
+                           average_on_arrival ? scale : 0.0f);
                 if (c + 2 < receiving) post(c + 2);
               }
               for (size_t c = 0; c < chunks(counts[send]); ++c) {
@@ -467,14 +474,8 @@ class GlooCommunicator : public Communicator {
           const SegmentPiece& piece = arriving[i];
           const float* in = ring_scratch_.data() + (i % 2) * window;
           const float* own = inputs[receive][piece.segment].data() + piece.from;
-          float* out = into + piece.at;
-          if (average) {
-            for (size_t e = 0; e < piece.length; ++e) {
-              out[e] = (own[e] + in[e]) * scale;
-            }
-          } else {
-            for (size_t e = 0; e < piece.length; ++e) out[e] = own[e] + in[e];
-          }
+          AddArrived(into + piece.at, own, in, piece.length,
+                     average ? scale : 0.0f);
           if (i + 2 < arriving.size()) post(i + 2);
         }
         for (auto& [buffer, n] : sent) {

@@ -280,20 +280,33 @@ TEST(ZeroAddParamGroupTest, AGroupAddedMidwayStepsFromThenOn) {
   }
 }
 
-TEST(ZeroOptimizerCreateTest, MismatchedSpecificationsFailOnEveryRank) {
+// Each rank's ZeroOptimizer::Create of `kind` over one parameter of 8
+// values, with the hyperparameters hyperparameters(rank) gives it.
+std::vector<absl::Status> CreateOnRanks(
+    int world, const std::string& kind,
+    const std::function<absl::flat_hash_map<std::string, HyperValue>(int)>&
+        hyperparameters) {
   auto registry = OptimizerRegistry::WithBuiltins();
-  std::vector<absl::Status> results(3);
-  zero_testing::OnRanks(3, [&](Communicator& communicator) {
+  std::vector<absl::Status> results(world);
+  zero_testing::OnRanks(world, [&](Communicator& communicator) {
     const int r = communicator.rank();
     Tensor p = zero_testing::Initial(0, 0, ParamSpec{{8}});
     ParamGroup group;
-    // Rank 2 was given another learning rate.
-    group.hyperparameters = {{"lr", r == 2 ? 0.5 : 0.1}};
+    group.hyperparameters = hyperparameters(r);
     group.params = {&p};
-    results[r] = ZeroOptimizer::Create(&communicator, *registry->Find("sgd"),
-                                       "sgd", {group})
+    results[r] = ZeroOptimizer::Create(&communicator, *registry->Find(kind),
+                                       kind, {group})
                      .status();
   });
+  return results;
+}
+
+TEST(ZeroOptimizerCreateTest, MismatchedSpecificationsFailOnEveryRank) {
+  // Rank 2 was given another learning rate.
+  const std::vector<absl::Status> results = CreateOnRanks(
+      3, "sgd", [](int r) -> absl::flat_hash_map<std::string, HyperValue> {
+        return {{"lr", r == 2 ? 0.5 : 0.1}};
+      });
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(results[r].code(), absl::StatusCode::kFailedPrecondition) << r;
     EXPECT_THAT(results[r].message(),
@@ -305,23 +318,14 @@ TEST(ZeroOptimizerCreateTest, MismatchedSpecificationsFailOnEveryRank) {
 // torch's param_groups hold every hyperparameter, given or defaulted: a
 // rank that spells out a default agrees with one that leaves it out.
 TEST(ZeroOptimizerCreateTest, AGivenDefaultAgreesWithALeftOutOne) {
-  auto registry = OptimizerRegistry::WithBuiltins();
-  std::vector<absl::Status> results(2);
-  zero_testing::OnRanks(2, [&](Communicator& communicator) {
-    const int r = communicator.rank();
-    Tensor p = zero_testing::Initial(0, 0, ParamSpec{{8}});
-    ParamGroup group;
-    // Adam's defaults, on rank 0 only.
-    if (r == 0) {
-      group.hyperparameters = {{"lr", 1e-3},
-                               {"betas", std::make_pair(0.9, 0.999)},
-                               {"amsgrad", false}};
-    }
-    group.params = {&p};
-    results[r] = ZeroOptimizer::Create(&communicator, *registry->Find("adam"),
-                                       "adam", {group})
-                     .status();
-  });
+  // Adam's defaults, on rank 0 only.
+  const std::vector<absl::Status> results = CreateOnRanks(
+      2, "adam", [](int r) -> absl::flat_hash_map<std::string, HyperValue> {
+        if (r != 0) return {};
+        return {{"lr", 1e-3},
+                {"betas", std::make_pair(0.9, 0.999)},
+                {"amsgrad", false}};
+      });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
 
