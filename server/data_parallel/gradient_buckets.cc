@@ -12,41 +12,6 @@ namespace distopt {
 
 namespace {
 
-// Which bucket takes each parameter's last slice, so that each bucket knows
-// the one whose step completes its parameters.
-void SetSteppedWith(std::vector<GradientBucket>& plan) {
-  absl::flat_hash_map<std::pair<int, int>, size_t> last_slice;
-  for (size_t k = 0; k < plan.size(); ++k) {
-    for (const BucketEntry& entry : plan[k].entries) {
-      last_slice[{entry.group, entry.index}] = k;
-    }
-  }
-  for (size_t k = 0; k < plan.size(); ++k) {
-    plan[k].stepped_with = k;
-    for (const BucketEntry& entry : plan[k].entries) {
-      plan[k].stepped_with = std::max(plan[k].stepped_with,
-                                      last_slice[{entry.group, entry.index}]);
-    }
-  }
-}
-
-// Where `entry`'s slice goes in the buffer its parameter is put together
-// in. A parameter's first slice sizes the buffer (which may move then: it
-// holds nothing yet); its later slices must find it that size, holding the
-// earlier ones.
-absl::StatusOr<float*> AssemblyFor(const BucketEntry& entry,
-                                   DeviceBuffer* assembled) {
-  const size_t bytes = entry.total * sizeof(float);
-  if (entry.begin > 0 && assembled->capacity() < bytes) {
-    return absl::InternalError(
-        absl::StrCat("StepBucket: the slices of parameter ", entry.index,
-                     " of group ", entry.group, " came out of plan order"));
-  }
-  absl::StatusOr<char*> whole = assembled->Reserve(bytes);
-  if (!whole.ok()) return whole.status();
-  return reinterpret_cast<float*>(*whole) + entry.begin;
-}
-
 // Whole: owner's parameters up to its share (or one parameter larger than
 // it), as long as the bucket (`size` taken so far) has room; a parameter
 // larger than a bucket goes alone. Returns the elements taken.
@@ -87,28 +52,6 @@ int64_t TakeSliced(std::deque<BucketEntry>& waiting, int64_t share,
   return taken;
 }
 
-// Sliced, an owner puts a sliced parameter together in a buffer of its size
-// (StepBucket). When the largest parameter would be sliced, that buffer
-// comes out of the buckets, down to half of them, so that a bucket and the
-// buffer together stay within bucket_elements unless that parameter is
-// larger than half of it. (The smaller buckets may slice parameters the
-// full ones would not have; none is larger than the largest.)
-int64_t SlicedBucketElements(
-    const std::vector<std::deque<BucketEntry>>& waiting,
-    int64_t bucket_elements) {
-  int64_t largest = 0;
-  for (const std::deque<BucketEntry>& entries : waiting) {
-    for (const BucketEntry& entry : entries) {
-      largest = std::max(largest, entry.count);
-    }
-  }
-  if (largest <= bucket_elements / static_cast<int64_t>(waiting.size())) {
-    return bucket_elements;
-  }
-  return std::max(std::max<int64_t>(1, bucket_elements / 2),
-                  bucket_elements - largest);
-}
-
 }  // namespace
 
 std::vector<GradientBucket> PlanGradientBuckets(
@@ -129,10 +72,7 @@ std::vector<GradientBucket> PlanGradientBuckets(
       waiting[entry.owner].push_back(entry);
     }
   }
-  if (slicing == Slicing::kSliced) {
-    bucket_elements = SlicedBucketElements(waiting, bucket_elements);
-  }
-  const bool sliced = slicing != Slicing::kWhole;
+  const bool sliced = slicing == Slicing::kSliced;
   // Every owner gets about an equal share of each bucket.
   const int64_t share = std::max<int64_t>(1, bucket_elements / owners);
   std::vector<GradientBucket> plan;
@@ -167,7 +107,6 @@ std::vector<GradientBucket> PlanGradientBuckets(
     }
     plan.push_back(std::move(bucket));
   }
-  SetSteppedWith(plan);
   return plan;
 }
 
@@ -241,20 +180,17 @@ absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values, int64_t values_begin,
                         const std::vector<GroupStepper>& steppers,
-                        DeviceBuffer* narrowed, DeviceBuffer* assembled,
-                        std::atomic<bool>* changing) {
+                        DeviceBuffer* narrowed, std::atomic<bool>* changing) {
   Backend& device = narrowed->backend();
-  // The bucket's parameters this rank steps now, by group, each with its
-  // fp32 average: whole ones in `values`, a sliced one whose last slice is
-  // here in `assembled`. Slices of a parameter that goes on are put
-  // together only after the steps, which may still read the parameter
-  // `assembled` completes.
+  // The bucket's entries this rank steps, by group, each with its fp32
+  // average. Whole parameters are stepped together (one fused launch on a
+  // GPU); a slice of a parameter cut across buckets is stepped alone, in
+  // plan order.
   struct Ready {
     const BucketEntry* entry;
     float* average;
   };
   std::vector<std::vector<Ready>> by_group(groups.size());
-  std::vector<const BucketEntry*> continued;
   size_t narrowed_bytes = 0;
   for (const BucketEntry& entry : bucket.entries) {
     if (steppers[entry.group].position[entry.index] < 0) continue;
@@ -265,25 +201,11 @@ absl::Status StepBucket(const GradientBucket& bucket,
           "StepBucket: the averages of parameter ", entry.index, " of group ",
           entry.group, " are not among the values given"));
     }
-    float* average = values.data() + (entry.offset - values_begin);
-    if (entry.count != entry.total) {
-      if (assembled == nullptr) {
-        return absl::InternalError("StepBucket: a sliced plan needs assembly");
-      }
-      if (entry.begin + entry.count != entry.total) {
-        continued.push_back(&entry);
-        continue;
-      }
-      absl::StatusOr<float*> into = AssemblyFor(entry, assembled);
-      if (!into.ok()) return into.status();
-      absl::Status status =
-          device.CopyWithinDevice(*into, average, entry.count * sizeof(float));
-      if (!status.ok()) return status;
-      average = *into - entry.begin;
-    }
-    by_group[entry.group].push_back({&entry, average});
-    const Tensor& param = *groups[entry.group].params[entry.index];
-    if (param.dtype() != DType::kFloat32) narrowed_bytes += param.byte_size();
+    by_group[entry.group].push_back(
+        {&entry, values.data() + (entry.offset - values_begin)});
+    const DType dtype = groups[entry.group].params[entry.index]->dtype();
+    if (dtype != DType::kFloat32)
+      narrowed_bytes += entry.count * ElementSize(dtype);
   }
   absl::StatusOr<char*> rounded_memory = narrowed->Reserve(narrowed_bytes);
   if (!rounded_memory.ok()) return rounded_memory.status();
@@ -294,34 +216,39 @@ absl::Status StepBucket(const GradientBucket& bucket,
     std::vector<const Tensor*> grads(stepper.params.size(), nullptr);
     std::vector<Tensor> averaged;
     averaged.reserve(by_group[g].size());
+    bool whole = false;
     for (const Ready& ready : by_group[g]) {
-      const Tensor& param = *groups[g].params[ready.entry->index];
-      float* average = ready.average;
+      const BucketEntry& entry = *ready.entry;
+      const Tensor& param = *groups[g].params[entry.index];
+      const bool sliced = entry.count != entry.total;
+      const Shape shape = sliced ? Shape{entry.count} : param.shape();
       if (param.dtype() == DType::kFloat32) {
-        averaged.push_back(Tensor::Borrow(average, DType::kFloat32,
-                                          param.shape(), device.device()));
+        averaged.push_back(Tensor::Borrow(ready.average, DType::kFloat32, shape,
+                                          device.device()));
       } else {
         // Rounded to the parameter's dtype, as its gradient would be.
         absl::Status status =
-            device.Convert(next_rounded, param.dtype(), average,
-                           DType::kFloat32, ready.entry->total);
+            device.Convert(next_rounded, param.dtype(), ready.average,
+                           DType::kFloat32, entry.count);
         if (!status.ok()) return status;
-        averaged.push_back(Tensor::Borrow(next_rounded, param.dtype(),
-                                          param.shape(), device.device()));
-        next_rounded += param.byte_size();
+        averaged.push_back(Tensor::Borrow(next_rounded, param.dtype(), shape,
+                                          device.device()));
+        next_rounded += entry.count * ElementSize(param.dtype());
       }
-      grads[stepper.position[ready.entry->index]] = &averaged.back();
+      const int position = stepper.position[entry.index];
+      if (!sliced) {
+        grads[position] = &averaged.back();
+        whole = true;
+        continue;
+      }
+      *changing = true;
+      absl::Status status = stepper.optimizer->StepSlice(
+          position, *stepper.params[position], entry.begin, averaged.back());
+      if (!status.ok()) return status;
     }
+    if (!whole) continue;
     *changing = true;
     absl::Status status = stepper.optimizer->Step(stepper.params, grads);
-    if (!status.ok()) return status;
-  }
-  for (const BucketEntry* entry : continued) {
-    absl::StatusOr<float*> into = AssemblyFor(*entry, assembled);
-    if (!into.ok()) return into.status();
-    absl::Status status = device.CopyWithinDevice(
-        *into, values.data() + (entry->offset - values_begin),
-        entry->count * sizeof(float));
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

@@ -52,10 +52,6 @@ struct GradientBucket {
   std::vector<BucketEntry> entries;  // By owner, then in plan order.
   std::vector<size_t> blocks;        // Elements per owner rank.
   int64_t size = 0;                  // Elements in all.
-  // The bucket (of the same plan) whose step completes every parameter
-  // with a slice here: this one, unless a parameter goes on into later
-  // buckets. Its parameters can be sent on once that bucket is stepped.
-  size_t stepped_with = 0;
 };
 
 // What a plan does with a parameter larger than an owner's share of a
@@ -64,14 +60,10 @@ struct GradientBucket {
 // parameter alone when it is larger than a bucket: a reduce-scatter of
 // such a bucket moves bytes mostly one way. kSliced: it is cut so that
 // every bucket takes an equal share from every owner that has gradients
-// left, and the ring's links all carry bytes at once; the owner puts the
-// slices' averages together before stepping it (StepBucket's `assembled`).
-// That buffer comes out of the plan's buckets: when the largest parameter
-// is larger than a share, they shrink by its size, down to half a bucket.
-// kSlicedInPlace: sliced the same way, for a step whose reduce-scatter
-// reads the gradients where they are (GradientSpans) and keeps only this
-// rank's block, not a bucket: the buckets keep their size.
-enum class Slicing { kWhole, kSliced, kSlicedInPlace };
+// left, and the ring's links all carry bytes at once; its owner steps it
+// slice by slice, each with its bucket (StepBucket), so that no buffer
+// puts a parameter's averages together.
+enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
 // (every parameter has owner 0 when every rank needs every average, as
@@ -121,20 +113,18 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 // Steps the bucket's parameters that this rank steps (steppers[g] per
 // group) with their averaged gradients from `values` (on the parameters'
 // device), which holds the bucket's elements from `values_begin` on (all
-// of them, or this rank's block alone): fp32 ones read in place, fp16/bf16 ones
-// rounded to nearest even into `narrowed` (on that device too, kept by the
-// caller from step to step: at most half a bucket plus one sliced parameter). A
-// sliced parameter's averages are gathered in `assembled` (kept the same way:
-// one parameter's fp32 values) and it is stepped with the bucket of its
-// last slice; buckets must come in plan order. `assembled` may be null for
-// a plan of whole parameters. `*changing` turns true before the first
-// parameter changes.
+// of them, or this rank's block alone): fp32 ones read in place, fp16/bf16
+// ones rounded to nearest even into `narrowed` (on that device too, kept
+// by the caller from step to step: at most half a bucket). A slice of a
+// parameter cut across buckets is stepped on its own
+// (FunctionalOptimizer::StepSlice): buckets must come in plan order, and
+// once a bucket is stepped, its parameters and slices hold their new
+// values. `*changing` turns true before the first parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
                         absl::Span<float> values, int64_t values_begin,
                         const std::vector<GroupStepper>& steppers,
-                        DeviceBuffer* narrowed, DeviceBuffer* assembled,
-                        std::atomic<bool>* changing);
+                        DeviceBuffer* narrowed, std::atomic<bool>* changing);
 
 }  // namespace distopt
 

@@ -93,51 +93,24 @@ std::vector<std::vector<std::tuple<int, int64_t, int64_t>>> Slices(
 using ::testing::ElementsAre;
 using ::testing::FieldsAre;
 
-// Sliced, parameters larger than a share are cut so that every bucket
-// takes as much from each owner while both have gradients left, and each
-// parameter is stepped with the bucket of its last slice. The largest
-// parameter (64) is larger than a share of 100 (50), so the buffer it is
-// put together in comes out of the buckets: half of 100 is left, a share
-// of 25 per owner.
+// Sliced, parameters larger than a share (64 of 50) are cut so that every
+// bucket takes as much from each owner while both have gradients left. The
+// gradients' spans are block by block, the slices' own elements;
+// LargestBlock is the scratch for an owner's block.
 TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
   Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
   const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
                                         Slicing::kSliced);
   EXPECT_THAT(
       Slices(plan),
-      ElementsAre(ElementsAre(FieldsAre(0, 0, 25), FieldsAre(1, 0, 25)),
-                  ElementsAre(FieldsAre(0, 25, 25), FieldsAre(1, 25, 25)),
-                  ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 11),
-                              FieldsAre(1, 50, 14), FieldsAre(3, 0, 11)),
-                  ElementsAre(FieldsAre(2, 11, 25), FieldsAre(3, 11, 25)),
-                  ElementsAre(FieldsAre(2, 36, 25), FieldsAre(3, 36, 25)),
-                  ElementsAre(FieldsAre(2, 61, 3), FieldsAre(3, 61, 3))));
-  EXPECT_THAT(plan[2].blocks, ElementsAre(25, 25));
-  EXPECT_THAT(plan[5].blocks, ElementsAre(3, 3));
-  EXPECT_EQ(plan[2].entries[1].offset, 14);
-  EXPECT_EQ(plan[2].entries[1].total, 64);
-  const std::vector<size_t> stepped_with = {2, 2, 5, 5, 5, 5};
-  for (size_t k = 0; k < plan.size(); ++k) {
-    EXPECT_EQ(plan[k].stepped_with, stepped_with[k]) << k;
-  }
-  EXPECT_EQ(LargestBucket(plan), 50);
-}
-
-// The same model sliced for a step that reduces the gradients where they
-// are: no bucket-sized copy of them is made, so the buckets keep their
-// size (shares of 50) beside the buffer the parameters are put together
-// in. The gradients' spans are block by block, the slices' own elements;
-// LargestBlock is the scratch for an owner's block.
-TEST(PlanGradientBucketsTest, SlicedInPlacePlansKeepTheirSize) {
-  Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
-  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
-                                        Slicing::kSlicedInPlace);
-  EXPECT_THAT(
-      Slices(plan),
       ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 50)),
                   ElementsAre(FieldsAre(0, 50, 14), FieldsAre(2, 0, 36),
                               FieldsAre(1, 50, 14), FieldsAre(3, 0, 36)),
                   ElementsAre(FieldsAre(2, 36, 28), FieldsAre(3, 36, 28))));
+  EXPECT_THAT(plan[1].blocks, ElementsAre(50, 50));
+  EXPECT_THAT(plan[2].blocks, ElementsAre(28, 28));
+  EXPECT_EQ(plan[1].entries[1].offset, 14);
+  EXPECT_EQ(plan[1].entries[1].total, 64);
   EXPECT_EQ(LargestBucket(plan), 100);
   EXPECT_EQ(LargestBlock(plan, 1), 50);
   EXPECT_EQ(BlockBegin(plan[1], 1), 50);
@@ -164,13 +137,10 @@ TEST(PlanGradientBucketsTest, SlicedPlansKeepSmallParametersWhole) {
       Slices(plan),
       ElementsAre(ElementsAre(FieldsAre(0, 0, 30), FieldsAre(1, 0, 30)),
                   ElementsAre(FieldsAre(2, 0, 30), FieldsAre(3, 0, 30))));
-  EXPECT_EQ(plan[0].stepped_with, 0u);
-  EXPECT_EQ(plan[1].stepped_with, 1u);
 }
 
-// No parameter larger than a share (75 of 150): the buckets keep their size
-// and nothing is cut.
-TEST(PlanGradientBucketsTest, SlicedPlansShrinkNoBucketForParametersThatFit) {
+// No parameter larger than a share (75 of 150): nothing is cut.
+TEST(PlanGradientBucketsTest, SlicedPlansCutNoParameterThatFits) {
   Model m({40, 40, 20, 20, 20, 20}, {0, 1, 0, 1, 0, 1});
   const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 150,
                                         Slicing::kSliced);
@@ -179,27 +149,18 @@ TEST(PlanGradientBucketsTest, SlicedPlansShrinkNoBucketForParametersThatFit) {
   EXPECT_EQ(LargestBucket(plan), 120);
 }
 
-// A parameter larger than half the bucket leaves the buckets half of it
-// (50 of 100); once one owner has no gradients left, the other takes all
-// of that.
+// While both owners have gradients left each has half the bucket (50 of
+// 100); once one has none, the other takes all of it.
 TEST(PlanGradientBucketsTest, SlicedPlansGiveTheRoomOfDoneOwnersToTheRest) {
   Model m({300, 10}, {0, 1});
   const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
                                         Slicing::kSliced);
-  ASSERT_EQ(plan.size(), 7u);
-  EXPECT_THAT(Slices(plan)[0],
-              ElementsAre(FieldsAre(0, 0, 25), FieldsAre(1, 0, 10)));
-  for (size_t k = 1; k < plan.size(); ++k) {
-    const int64_t begin = 25 + 50 * static_cast<int64_t>(k - 1);
-    EXPECT_THAT(
-        Slices(plan)[k],
-        ElementsAre(FieldsAre(0, begin, std::min<int64_t>(50, 300 - begin))))
-        << k;
-  }
-  for (const GradientBucket& bucket : plan) {
-    EXPECT_EQ(bucket.stepped_with, 6u);
-  }
-  EXPECT_EQ(LargestBucket(plan), 50);
+  EXPECT_THAT(Slices(plan),
+              ElementsAre(ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 10)),
+                          ElementsAre(FieldsAre(0, 50, 100)),
+                          ElementsAre(FieldsAre(0, 150, 100)),
+                          ElementsAre(FieldsAre(0, 250, 50))));
+  EXPECT_EQ(LargestBucket(plan), 100);
 }
 
 TEST(PlanGradientBucketsTest, MissingGradientsAreLeftOut) {

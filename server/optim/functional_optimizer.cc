@@ -66,7 +66,8 @@ FunctionalOptimizer::FunctionalOptimizer(const OptimizerKind* kind,
       layouts_(std::move(layouts)),
       backend_(std::move(backend)),
       budget_(budget),
-      states_(layouts_.size()) {}
+      states_(layouts_.size()),
+      slices_(layouts_.size()) {}
 
 absl::Status FunctionalOptimizer::SetHyperparameters(
     const absl::flat_hash_map<std::string, HyperValue>& changes) {
@@ -155,36 +156,103 @@ absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
   return created;
 }
 
+absl::StatusOr<bool> FunctionalOptimizer::BeginStep(size_t index) {
+  absl::StatusOr<bool> created = EnsureBuffers(index);
+  if (!created.ok()) return created.status();
+  // A loaded count may be the largest there is: it stays there.
+  if (states_[index].step < std::numeric_limits<int64_t>::max()) {
+    ++states_[index].step;
+  }
+  // A step begun slice by slice and never finished (its bucket step
+  // failed) is over.
+  slices_[index] = SliceProgress();
+  return created;
+}
+
 absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
                                        absl::Span<const Tensor* const> grads) {
   absl::Status status = CheckInputs(params, grads);
   if (!status.ok()) return status;
   // Allocate every buffer before the first update, so that running out of
   // memory leaves every parameter as it was.
-  std::vector<bool> fresh(layouts_.size(), false);
+  std::vector<Range> ranges;
   for (size_t i = 0; i < layouts_.size(); ++i) {
     if (grads[i] == nullptr) continue;
     absl::StatusOr<bool> created = EnsureBuffers(i);
     if (!created.ok()) return created.status();
-    fresh[i] = *created;
+    Range range;
+    range.index = i;
+    range.param = params[i]->data();
+    range.grad = grads[i]->data();
+    range.count = params[i]->num_elements();
+    range.fresh = *created;
+    ranges.push_back(range);
   }
-  for (size_t i = 0; i < layouts_.size(); ++i) {
-    // A loaded count may be the largest there is: it stays there.
-    if (grads[i] != nullptr &&
-        states_[i].step < std::numeric_limits<int64_t>::max()) {
-      ++states_[i].step;
-    }
+  for (const Range& range : ranges) {
+    absl::StatusOr<bool> begun = BeginStep(range.index);  // Buffers made.
+    if (!begun.ok()) return begun.status();
   }
-  if (!device().is_cpu()) return UpdateOnCuda(params, grads, fresh);
-  for (size_t i = 0; i < layouts_.size(); ++i) {
-    if (grads[i] != nullptr) UpdateOnCpu(i, *params[i], *grads[i], fresh[i]);
+  return Update(ranges);
+}
+
+absl::Status FunctionalOptimizer::StepSlice(size_t index, Tensor& param,
+                                            int64_t begin, const Tensor& grad) {
+  if (index >= layouts_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params[", index, "]: no such parameter; expected one of ",
+                     layouts_.size()));
   }
+  const ParameterLayout& layout = layouts_[index];
+  if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
+      param.device() != device()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params[", index, "]: ", param.DebugString(),
+                     "; expected ", DTypeName(layout.dtype),
+                     ShapeToString(layout.shape), " on ", device().ToString()));
+  }
+  const int64_t total = param.num_elements();
+  const int64_t count = grad.num_elements();
+  if (grad.dtype() != layout.dtype || grad.device() != device() || count < 1 ||
+      begin < 0 || begin > total - count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grads[", index, "]: ", grad.DebugString(), " from element ", begin,
+        "; expected a slice of 1 to ", total, " ", DTypeName(layout.dtype),
+        " elements within the parameter's ", total, ", on ",
+        device().ToString()));
+  }
+  SliceProgress& progress = slices_[index];
+  if (begin != 0 && begin != progress.next) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grads[", index, "]: a slice from element ", begin, "; expected ",
+        progress.next == 0
+            ? std::string("the step's first slice, from element 0")
+            : absl::StrCat("the slice from element ", progress.next),
+        " (a parameter's slices are stepped in order)"));
+  }
+  if (begin == 0) {
+    absl::StatusOr<bool> created = BeginStep(index);
+    if (!created.ok()) return created.status();
+    progress.fresh = *created;
+  }
+  Range range;
+  range.index = index;
+  range.param = param.data();
+  range.grad = grad.data();
+  range.begin = begin;
+  range.count = count;
+  range.fresh = progress.fresh;
+  progress.next = begin + count == total ? 0 : begin + count;
+  return Update({range});
+}
+
+absl::Status FunctionalOptimizer::Update(const std::vector<Range>& ranges) {
+  if (!device().is_cpu()) return UpdateOnCuda(ranges);
+  for (const Range& range : ranges) UpdateOnCpu(range);
   return absl::OkStatus();
 }
 
 absl::Status FunctionalOptimizer::UpdateOnCuda(
-    absl::Span<Tensor* const> params, absl::Span<const Tensor* const> grads,
-    const std::vector<bool>& fresh) {
+    const std::vector<Range>& ranges) {
   for (const DType dtype :
        {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     multi_tensor::Launch launch;
@@ -194,19 +262,21 @@ absl::Status FunctionalOptimizer::UpdateOnCuda(
                                              : multi_tensor::kBFloat16;
     std::vector<int64_t> steps;
     std::vector<bool> fresh_in_launch;
-    for (size_t i = 0; i < layouts_.size(); ++i) {
-      if (grads[i] == nullptr || layouts_[i].dtype != dtype) continue;
+    const size_t element = ElementSize(dtype);
+    for (const Range& range : ranges) {
+      if (layouts_[range.index].dtype != dtype) continue;
+      ParameterState& state = states_[range.index];
       multi_tensor::TensorArgs args;
-      args.param = params[i]->data();
-      args.grad = grads[i]->data();
-      args.size = params[i]->num_elements();
-      for (size_t b = 0; b < states_[i].buffers.size(); ++b) {
+      args.param = static_cast<char*>(range.param) + range.begin * element;
+      args.grad = range.grad;
+      args.size = range.count;
+      for (size_t b = 0; b < state.buffers.size(); ++b) {
         args.buffers[b] =
-            static_cast<float*>(states_[i].buffers[b].second.data());
+            static_cast<float*>(state.buffers[b].second.data()) + range.begin;
       }
       launch.tensors.push_back(args);
-      steps.push_back(states_[i].step);
-      fresh_in_launch.push_back(fresh[i]);
+      steps.push_back(state.step);
+      fresh_in_launch.push_back(range.fresh);
     }
     if (launch.tensors.empty()) continue;
     absl::Status status = kind_->PrepareCudaLaunch(hyperparameters_, steps,
@@ -221,34 +291,36 @@ absl::Status FunctionalOptimizer::UpdateOnCuda(
   return absl::OkStatus();
 }
 
-void FunctionalOptimizer::UpdateOnCpu(size_t index, Tensor& param,
-                                      const Tensor& grad, bool fresh_buffers) {
-  ParameterState& state = states_[index];
-  const DType dtype = param.dtype();
+void FunctionalOptimizer::UpdateOnCpu(const Range& range) {
+  ParameterState& state = states_[range.index];
+  const DType dtype = layouts_[range.index].dtype;
+  const size_t element = ElementSize(dtype);
+  char* const param_at =
+      static_cast<char*>(range.param) + range.begin * element;
+  const char* const grad_at = static_cast<const char*>(range.grad);
   ThreadPool::Default().ParallelFor(
-      param.num_elements(), kGrain, [&](int64_t begin, int64_t end) {
+      range.count, kGrain, [&](int64_t begin, int64_t end) {
         const int64_t count = end - begin;
         std::vector<float*> buffers;
         for (auto& entry : state.buffers) {
-          buffers.push_back(static_cast<float*>(entry.second.data()) + begin);
+          buffers.push_back(static_cast<float*>(entry.second.data()) +
+                            range.begin + begin);
         }
         UpdateArgs args;
         args.hyperparameters = &hyperparameters_;
         args.step = state.step;
-        args.fresh_buffers = fresh_buffers;
+        args.fresh_buffers = range.fresh;
         args.buffers = buffers.data();
         args.count = count;
+        char* param_bytes = param_at + begin * element;
+        const char* grad_bytes = grad_at + begin * element;
         if (dtype == DType::kFloat32) {
-          args.param = static_cast<float*>(param.data()) + begin;
-          args.grad = static_cast<const float*>(grad.data()) + begin;
+          args.param = reinterpret_cast<float*>(param_bytes);
+          args.grad = reinterpret_cast<const float*>(grad_bytes);
           kind_->Update(args);
           return;
         }
         // Half precision: update an fp32 copy, then round to nearest even.
-        const size_t element = ElementSize(dtype);
-        char* param_bytes = static_cast<char*>(param.data()) + begin * element;
-        const char* grad_bytes =
-            static_cast<const char*>(grad.data()) + begin * element;
         std::vector<float> param32(count);
         std::vector<float> grad32(count);
         WidenToFloat(dtype, param_bytes, absl::MakeSpan(param32));
@@ -395,6 +467,7 @@ absl::Status FunctionalOptimizer::Load(const std::string& kind_name,
   if (!status.ok()) return status;
   hyperparameters_ = *std::move(h);
   states_ = std::move(states);
+  slices_.assign(layouts_.size(), SliceProgress());  // A new state's steps.
   return absl::OkStatus();
 }
 

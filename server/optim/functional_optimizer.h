@@ -83,6 +83,21 @@ class FunctionalOptimizer {
   absl::Status Step(absl::Span<Tensor* const> params,
                     absl::Span<const Tensor* const> grads);
 
+  // Updates elements [begin, begin + grad.num_elements()) of params[index]
+  // (the tensor, whole) with `grad`, a slice of its gradient in the
+  // parameter's dtype: one step of a parameter cut across the buckets of a
+  // data-parallel step, taken slice by slice as each slice's gradient is
+  // ready, so that nobody puts the gradient together first. The kinds'
+  // updates are elementwise (OptimizerKind::Update), so slices stepped in
+  // turn give what one Step gives. The slice from element 0 starts the
+  // step (its state is made and its count goes up, as Step does); the
+  // next must start where the last ended. INVALID_ARGUMENT naming
+  // "params[index]" or "grads[index]" for a tensor or range that does not
+  // fit; FAILED_PRECONDITION for a slice out of order. A refused slice
+  // changes nothing.
+  absl::Status StepSlice(size_t index, Tensor& param, int64_t begin,
+                         const Tensor& grad);
+
   // Changes some hyperparameters (an LR schedule); all or nothing.
   absl::Status SetHyperparameters(
       const absl::flat_hash_map<std::string, HyperValue>& changes);
@@ -125,12 +140,23 @@ class FunctionalOptimizer {
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.
   absl::StatusOr<bool> EnsureBuffers(size_t index);
-  void UpdateOnCpu(size_t index, Tensor& param, const Tensor& grad,
-                   bool fresh_buffers);
-  // One fused launch per dtype for the parameters with gradients.
-  absl::Status UpdateOnCuda(absl::Span<Tensor* const> params,
-                            absl::Span<const Tensor* const> grads,
-                            const std::vector<bool>& fresh);
+  // Starts parameter `index`'s step: its buffers made (whether they were
+  // new says `fresh`) and its count up.
+  absl::StatusOr<bool> BeginStep(size_t index);
+  // Elements [begin, begin + count) of one parameter, its gradient's
+  // slice at `grad`.
+  struct Range {
+    size_t index = 0;
+    void* param = nullptr;       // Element 0 of the parameter.
+    const void* grad = nullptr;  // Element `begin` of the gradient.
+    int64_t begin = 0;
+    int64_t count = 0;
+    bool fresh = false;
+  };
+  void UpdateOnCpu(const Range& range);
+  // One fused launch per dtype.
+  absl::Status UpdateOnCuda(const std::vector<Range>& ranges);
+  absl::Status Update(const std::vector<Range>& ranges);
 
   const OptimizerKind* const kind_;
   Hyperparameters hyperparameters_;
@@ -138,6 +164,14 @@ class FunctionalOptimizer {
   const std::shared_ptr<Backend> backend_;
   MemoryBudget* const budget_;
   std::vector<ParameterState> states_;
+  // Per parameter, for StepSlice: where the next slice of a step begun
+  // slice by slice starts (0: none is under way), and whether that step
+  // made the parameter's buffers.
+  struct SliceProgress {
+    int64_t next = 0;
+    bool fresh = false;
+  };
+  std::vector<SliceProgress> slices_;
   Reservation state_reservation_;
 };
 

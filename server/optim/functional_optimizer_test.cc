@@ -3,8 +3,11 @@
 #include "server/optim/functional_optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+#include "common/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/optim/builtin_kinds.h"
@@ -232,6 +235,95 @@ TEST(SgdTest, MomentumTurnedOnLaterStartsFromTheGradient) {
   // As torch: a new buffer is a copy of the gradient, not 0.9 * 0 + g.
   EXPECT_EQ(sgd->state(0).buffers[0].second.host_span<float>()[0], 1.0f);
   EXPECT_EQ(p.host_span<float>()[0], -2.0f);
+}
+
+// A parameter stepped slice by slice (as a gradient-sharded ZeRO step
+// does with one cut across buckets) ends bit for bit where whole steps
+// take it, for every kind and in fp32 and bf16: the slices share the
+// step's count, and the state made by the first (SGD's momentum buffer,
+// which a fresh state treats specially) counts as fresh for the rest.
+TEST(StepSliceTest, SlicesInTurnStepAsOneStep) {
+  const std::vector<std::pair<int64_t, int64_t>> slices = {
+      {0, 3}, {3, 4}, {7, 3}};
+  for (const std::string& kind : Registry().Names()) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      SCOPED_TRACE(absl::StrCat(kind, " ", DTypeName(dtype)));
+      absl::flat_hash_map<std::string, HyperValue> h = {{"lr", 0.01}};
+      if (kind == "sgd") {
+        // A fresh buffer is the gradient, not (1 - dampening) times it.
+        h["momentum"] = 0.9;
+        h["dampening"] = 0.3;
+      }
+      auto whole = *FunctionalOptimizer::Create(*Registry().Find(kind), h,
+                                                {{dtype, {10}}});
+      auto sliced = *FunctionalOptimizer::Create(*Registry().Find(kind), h,
+                                                 {{dtype, {10}}});
+      std::vector<float> start(10);
+      for (int i = 0; i < 10; ++i) start[i] = std::sin(1.0f + i);
+      Tensor a = *Tensor::AllocateHost(dtype, {10});
+      Tensor b = *Tensor::AllocateHost(dtype, {10});
+      NarrowFromFloat(start, dtype, a.data());
+      NarrowFromFloat(start, dtype, b.data());
+      for (int step = 0; step < 3; ++step) {
+        std::vector<float> values(10);
+        for (int i = 0; i < 10; ++i) values[i] = std::cos(0.7f * i + step);
+        Tensor g = *Tensor::AllocateHost(dtype, {10});
+        NarrowFromFloat(values, dtype, g.data());
+        ASSERT_TRUE(whole->Step({&a}, {&g}).ok());
+        for (const auto& [begin, count] : slices) {
+          Tensor slice = Tensor::Borrow(
+              static_cast<char*>(g.data()) + begin * ElementSize(dtype), dtype,
+              {count}, Device::Cpu());
+          ASSERT_TRUE(sliced->StepSlice(0, b, begin, slice).ok()) << begin;
+        }
+      }
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.byte_size()), 0);
+      EXPECT_EQ(sliced->state(0).step, whole->state(0).step);
+      ASSERT_EQ(sliced->state(0).buffers.size(),
+                whole->state(0).buffers.size());
+      for (size_t k = 0; k < whole->state(0).buffers.size(); ++k) {
+        const Tensor& x = whole->state(0).buffers[k].second;
+        const Tensor& y = sliced->state(0).buffers[k].second;
+        EXPECT_EQ(std::memcmp(x.data(), y.data(), x.byte_size()), 0)
+            << whole->state(0).buffers[k].first;
+      }
+    }
+  }
+}
+
+// A slice out of turn, or one that does not fit the parameter, is refused
+// with the field named, and changes nothing; a step left unfinished is
+// over once a slice from element 0 begins the next.
+TEST_F(StepTest, AStepSliceOutOfTurnIsRefused) {
+  Tensor slice = Filled({2}, 0.5f);
+  absl::Status status = optimizer_->StepSlice(0, a_, 1, slice);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr("grads[0]: a slice from element 1; expected the "
+                        "step's first slice, from element 0"));
+  EXPECT_EQ(a_.host_span<float>()[1], 1.0f);
+  EXPECT_EQ(optimizer_->state(0).step, 0);
+  Tensor too_long = Filled({3}, 0.5f);
+  status = optimizer_->StepSlice(0, a_, 1, too_long);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("expected a slice of 1 to 3"));
+  EXPECT_EQ(optimizer_->StepSlice(2, a_, 0, slice).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(optimizer_->StepSlice(1, a_, 0, slice).message(),
+              HasSubstr("params[1]"));
+  Tensor narrow = *Tensor::AllocateHost(DType::kFloat16, {2});
+  EXPECT_THAT(optimizer_->StepSlice(0, a_, 0, narrow).message(),
+              HasSubstr("grads[0]: "));
+  EXPECT_EQ(optimizer_->state(0).step, 0);
+
+  ASSERT_TRUE(optimizer_->StepSlice(0, a_, 0, slice).ok());
+  EXPECT_EQ(optimizer_->state(0).step, 1);
+  EXPECT_NE(a_.host_span<float>()[1], 1.0f);
+  EXPECT_EQ(a_.host_span<float>()[2], 1.0f);
+  status = optimizer_->StepSlice(0, a_, 1, slice);
+  EXPECT_THAT(status.message(), HasSubstr("expected the slice from element 2"));
+  ASSERT_TRUE(optimizer_->StepSlice(0, a_, 0, slice).ok());
+  EXPECT_EQ(optimizer_->state(0).step, 2);
 }
 
 }  // namespace

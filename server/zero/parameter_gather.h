@@ -20,8 +20,8 @@
 namespace distopt {
 
 // Collective. Every rank's parameters (or slices of them) in `bucket` end
-// with their owner's values: call it once the owners have stepped them
-// (after the bucket's stepped_with).
+// with their owner's values: call it once the owners have stepped the
+// bucket.
 absl::Status GatherBucketParameters(Communicator& communicator,
                                     const GradientBucket& bucket,
                                     const std::vector<ParamGroup>& groups);

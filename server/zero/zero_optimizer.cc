@@ -242,12 +242,10 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
              (options_.overlap ? 2 : 1));
-  const std::vector<GradientBucket> plan =
-      PlanGradientBuckets(groups_, partition_.owner, communicator_->size(),
-                          present, bucket_elements,
-                          reduce_in_place_            ? Slicing::kSlicedInPlace
-                          : options_.gradient_sharded ? Slicing::kSliced
-                                                      : Slicing::kWhole);
+  const std::vector<GradientBucket> plan = PlanGradientBuckets(
+      groups_, partition_.owner, communicator_->size(), present,
+      bucket_elements,
+      options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole);
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);
@@ -331,19 +329,11 @@ absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
              : tensors_->AllReduce(values, ReduceOp::kAverage);
 }
 
-absl::Status ZeroOptimizer::GatherStepped(
-    const std::vector<GradientBucket>& plan, size_t stepped, size_t* gathered) {
+absl::Status ZeroOptimizer::GatherStepped(const GradientBucket& bucket) {
   if (!options_.gradient_sharded) return absl::OkStatus();
-  // Buckets complete in plan order (stepped_with never decreases).
-  for (; *gathered < plan.size() && plan[*gathered].stepped_with <= stepped;
-       ++*gathered) {
-    // Other owners' parameters land on this rank.
-    changing_ = true;
-    absl::Status status =
-        GatherBucketParameters(*tensors_, plan[*gathered], groups_);
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+  // Other owners' parameters land on this rank.
+  changing_ = true;
+  return GatherBucketParameters(*tensors_, bucket, groups_);
 }
 
 // A failure of this rank's own (filling or stepping a bucket) does not stop
@@ -358,7 +348,6 @@ absl::Status ZeroOptimizer::ReduceAndStep(
   // collective times out and the round breaks, as with a lost peer.
   if (!scratch.ok()) return AsCollectiveFailure(scratch.status());
   absl::Status local;
-  size_t gathered = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
     const GradientBucket& bucket = plan[k];
     absl::Span<float> values = Averages(bucket, *scratch);
@@ -367,11 +356,10 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     absl::Status status = Reduce(bucket, grads, values);
     if (!status.ok()) return status;
     if (local.ok()) {
-      local =
-          StepBucket(bucket, groups_, values, AveragesBegin(bucket), steppers_,
-                     &narrowed_scratch_, &assembled_scratch_, &changing_);
+      local = StepBucket(bucket, groups_, values, AveragesBegin(bucket),
+                         steppers_, &narrowed_scratch_, &changing_);
     }
-    status = GatherStepped(plan, k, &gathered);
+    status = GatherStepped(bucket);
     if (!status.ok()) return status;
   }
   return local;
@@ -381,8 +369,8 @@ absl::Status ZeroOptimizer::ReduceAndStep(
 // this thread steps bucket k (and fills the next). The first bucket is
 // stepped as soon as it is reduced, from the first step on. Gradient-
 // sharded, once this thread has stepped bucket k, the communication thread
-// (after reducing k + 1) gathers every bucket whose parameters that step
-// completed, straight between the parameters' tensors. A local
+// (after reducing k + 1) gathers bucket k's parameters and slices, straight
+// between the parameters' tensors. A local
 // failure goes on with zeros, as in ReduceAndStep; a collective's stops
 // the thread's collectives, and every waiter is still notified.
 absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
@@ -406,7 +394,6 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   absl::Status collective;
   std::vector<absl::Status> reduce_status(n);
   std::thread communication([&] {
-    size_t gathered = 0;
     for (size_t k = 0; k <= n; ++k) {
       if (k < n) {
         filled[k].WaitForNotification();
@@ -416,7 +403,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
       }
       if (gather && k > 0) {
         stepped[k - 1].WaitForNotification();
-        if (collective.ok()) collective = GatherStepped(plan, k - 1, &gathered);
+        if (collective.ok()) collective = GatherStepped(plan[k - 1]);
       }
     }
   });
@@ -432,8 +419,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
       local = StepBucket(plan[k], groups_, values(k), AveragesBegin(plan[k]),
-                         steppers_, &narrowed_scratch_, &assembled_scratch_,
-                         &changing_);
+                         steppers_, &narrowed_scratch_, &changing_);
     }
     stepped[k].Notify();
   }
@@ -455,8 +441,7 @@ int64_t ZeroOptimizer::state_bytes() const {
 
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = static_cast<int64_t>(broadcast_scratch_.capacity() +
-                                       narrowed_scratch_.capacity() +
-                                       assembled_scratch_.capacity()) +
+                                       narrowed_scratch_.capacity()) +
                   communicator_kept_bytes_;
   for (const auto& scratch : gradient_scratch_) {
     bytes += static_cast<int64_t>(scratch.capacity());

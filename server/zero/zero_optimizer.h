@@ -163,7 +163,6 @@ class ZeroOptimizer {
         budget_(budget),
         gradient_scratch_{DeviceBuffer(device), DeviceBuffer(device)},
         narrowed_scratch_(device),
-        assembled_scratch_(device),
         broadcast_scratch_(device) {}
 
   // Groups added to the optimizer: the partition with them and this
@@ -196,11 +195,9 @@ class ZeroOptimizer {
   absl::Status Reduce(const GradientBucket& bucket,
                       const GroupGradientPointers& grads,
                       absl::Span<float> values);
-  // Gradient-sharded: the buckets of `plan` from *gathered on whose
-  // parameters the step of bucket `stepped` completed reach every rank from
-  // their owners, and *gathered moves past them (nothing otherwise).
-  absl::Status GatherStepped(const std::vector<GradientBucket>& plan,
-                             size_t stepped, size_t* gathered);
+  // Gradient-sharded: the parameters (and slices) of a bucket every owner
+  // has stepped reach every rank from their owners (nothing otherwise).
+  absl::Status GatherStepped(const GradientBucket& bucket);
   absl::Status ReduceAndStep(const std::vector<GradientBucket>& plan,
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,
@@ -240,12 +237,8 @@ class ZeroOptimizer {
   // this rank's block of it), a bucket's
   // fp16/bf16 averages, and the parameter bucket the owners broadcast (the
   // bucket view's, or small parameters packed, at most 1 MiB, without it).
-  // Gradient-sharded, the averages of a parameter sliced across buckets
-  // are put together in assembled_scratch_ (one parameter's fp32 values,
-  // which the plan takes out of the buckets: gradient_buckets.h).
   DeviceBuffer gradient_scratch_[2];
   DeviceBuffer narrowed_scratch_;
-  DeviceBuffer assembled_scratch_;
   DeviceBuffer broadcast_scratch_;
   // This round reduces the gradients where they are (set by Round before
   // any bucket, the same on every rank).
