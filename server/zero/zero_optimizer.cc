@@ -238,10 +238,13 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // bytes between all ranks at once, not from one owner's block alone.
   // An all-reduce is balanced whatever the bucket holds.
   // With overlap, the two buckets in flight share bucket_bytes: the step's
-  // gradient scratch is the same in every mode.
+  // gradient scratch is the same in every mode. Reduced in place, the
+  // scratch of each holds this rank's block alone, 1/W of its bucket: two
+  // whole buckets' blocks fit.
+  const bool halved = options_.overlap && !reduce_in_place_;
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
-             (options_.overlap ? 2 : 1));
+             (halved ? 2 : 1));
   const std::vector<GradientBucket> plan = PlanGradientBuckets(
       groups_, partition_.owner, communicator_->size(), present,
       bucket_elements,

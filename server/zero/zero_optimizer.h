@@ -234,7 +234,7 @@ class ZeroOptimizer {
   // On the parameters' device, kept from step to step (a fresh buffer costs
   // its allocation on every step), each bounded by the bucket size: the
   // gradient bucket (two, of half the size, for overlap; reduced in place,
-  // this rank's block of it), a bucket's
+  // this rank's block of it, or of each of two whole ones), a bucket's
   // fp16/bf16 averages, and the parameter bucket the owners broadcast (the
   // bucket view's, or small parameters packed, at most 1 MiB, without it).
   DeviceBuffer gradient_scratch_[2];
