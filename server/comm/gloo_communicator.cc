@@ -173,12 +173,14 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
-  // ReduceScatterSegments' partial sums (blocks of the caller's bucket)
-  // too; not the reduce-scatters' two chunks, 2 MiB at most whatever the
-  // model.
+  // The ring reduce-scatters' two chunks (2 MiB at most, whatever the
+  // model) and ReduceScatterSegments' partial sums (blocks of the caller's
+  // bucket) too.
   int64_t kept_bytes() const override {
     return Communicator::kept_bytes() +
-           static_cast<int64_t>(partial_sums_.capacity() * sizeof(float));
+           static_cast<int64_t>(
+               (ring_scratch_.capacity() + partial_sums_.capacity()) *
+               sizeof(float));
   }
   void SetTimeout(absl::Duration timeout) override {
     timeout_ = std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout));

@@ -218,6 +218,22 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
   });
 }
 
+// What the ring reduce-scatter keeps between calls counts in kept_bytes
+// (and so in a ZeRO rank's scratch bytes): the two chunks that values
+// arrive in, each as large as the largest block up to 1 MiB.
+TEST(GlooCommunicatorTest, KeptBytesCountTheRingsChunks) {
+  OnGlooRanks(2, [&](Communicator& c) {
+    EXPECT_EQ(c.kept_bytes(), 0);
+    std::vector<float> values(2 * 10000, 1.0f);
+    ASSERT_TRUE(c.ReduceScatterBlocks(absl::MakeSpan(values), {10000, 10000},
+                                      ReduceOp::kSum)
+                    .ok());
+    const int64_t chunks = 2 * 10000 * sizeof(float);
+    EXPECT_GE(c.kept_bytes(), chunks);
+    EXPECT_LT(c.kept_bytes(), 2 * chunks);
+  });
+}
+
 // A ring step whose peer does not take part is bounded by the timeout the
 // communicator was given for it.
 TEST(GlooCommunicatorTest, ARingCollectiveKeepsToItsTimeout) {
