@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace distopt {
@@ -57,7 +56,8 @@ int64_t TakeSliced(std::deque<BucketEntry>& waiting, int64_t share,
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
-    const Presence& present, int64_t bucket_elements, Slicing slicing) {
+    const Presence& present, int64_t bucket_elements, Slicing slicing,
+    int64_t block_elements) {
   // Each owner's present parameters, in group and index order.
   std::vector<std::deque<BucketEntry>> waiting(owners);
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -82,8 +82,10 @@ std::vector<GradientBucket> PlanGradientBuckets(
   while (const int64_t active = pending()) {
     GradientBucket bucket;
     bucket.blocks.assign(owners, 0);
-    // Sliced, the owners with gradients left split the whole bucket.
-    const int64_t room = std::max<int64_t>(1, bucket_elements / active);
+    // Sliced, the owners with gradients left split the whole bucket, each
+    // up to block_elements.
+    int64_t room = std::max<int64_t>(1, bucket_elements / active);
+    if (block_elements > 0) room = std::min(room, block_elements);
     // Owners take turns coming first, so that none always waits for room.
     std::vector<std::vector<BucketEntry>> chosen(owners);
     int64_t size = 0;

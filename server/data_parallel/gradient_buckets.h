@@ -67,12 +67,15 @@ enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
 // (every parameter has owner 0 when every rank needs every average, as
-// post-local SGD's all-reduce).
+// post-local SGD's all-reduce). Sliced, `block_elements` > 0 caps what one
+// owner takes of a bucket (its block), also once the others have no
+// gradients left: a reduce-scatter that keeps only this rank's block then
+// needs no more than that.
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
     const Presence& present, int64_t bucket_elements,
-    Slicing slicing = Slicing::kWhole);
+    Slicing slicing = Slicing::kWhole, int64_t block_elements = 0);
 
 // The largest bucket of a plan, in elements: the scratch a step needs.
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);

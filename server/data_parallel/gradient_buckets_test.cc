@@ -163,6 +163,23 @@ TEST(PlanGradientBucketsTest, SlicedPlansGiveTheRoomOfDoneOwnersToTheRest) {
   EXPECT_EQ(LargestBucket(plan), 100);
 }
 
+// A cap on the blocks holds once one owner has the buckets to itself: its
+// slices stay within 50 of 100.
+TEST(PlanGradientBucketsTest, SlicedPlansKeepBlocksWithinTheirCap) {
+  Model m({300, 10}, {0, 1});
+  const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
+                                        Slicing::kSliced, 50);
+  ASSERT_EQ(plan.size(), 6u);
+  EXPECT_THAT(Slices(plan)[0],
+              ElementsAre(FieldsAre(0, 0, 50), FieldsAre(1, 0, 10)));
+  for (size_t k = 1; k < plan.size(); ++k) {
+    EXPECT_THAT(Slices(plan)[k],
+                ElementsAre(FieldsAre(0, 50 * static_cast<int64_t>(k), 50)))
+        << k;
+  }
+  EXPECT_EQ(LargestBlock(plan, 0), 50);
+}
+
 TEST(PlanGradientBucketsTest, MissingGradientsAreLeftOut) {
   Model m(std::vector<int64_t>(4, 10), {0, 1, 0, 1});
   m.present[0][1] = false;

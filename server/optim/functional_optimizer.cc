@@ -79,6 +79,9 @@ absl::Status FunctionalOptimizer::SetHyperparameters(
   status = ReserveStateFor(*resolved);
   if (!status.ok()) return status;
   hyperparameters_ = *std::move(resolved);
+  // A step under way slice by slice would go on with other hyperparameters
+  // (and perhaps buffers it has not made): its next slice is refused.
+  slices_.assign(layouts_.size(), SliceProgress());
   return absl::OkStatus();
 }
 
@@ -156,9 +159,7 @@ absl::StatusOr<bool> FunctionalOptimizer::EnsureBuffers(size_t index) {
   return created;
 }
 
-absl::StatusOr<bool> FunctionalOptimizer::BeginStep(size_t index) {
-  absl::StatusOr<bool> created = EnsureBuffers(index);
-  if (!created.ok()) return created.status();
+void FunctionalOptimizer::CountStep(size_t index) {
   // A loaded count may be the largest there is: it stays there.
   if (states_[index].step < std::numeric_limits<int64_t>::max()) {
     ++states_[index].step;
@@ -166,7 +167,6 @@ absl::StatusOr<bool> FunctionalOptimizer::BeginStep(size_t index) {
   // A step begun slice by slice and never finished (its bucket step
   // failed) is over.
   slices_[index] = SliceProgress();
-  return created;
 }
 
 absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
@@ -188,10 +188,7 @@ absl::Status FunctionalOptimizer::Step(absl::Span<Tensor* const> params,
     range.fresh = *created;
     ranges.push_back(range);
   }
-  for (const Range& range : ranges) {
-    absl::StatusOr<bool> begun = BeginStep(range.index);  // Buffers made.
-    if (!begun.ok()) return begun.status();
-  }
+  for (const Range& range : ranges) CountStep(range.index);
   return Update(ranges);
 }
 
@@ -199,8 +196,8 @@ absl::Status FunctionalOptimizer::StepSlice(size_t index, Tensor& param,
                                             int64_t begin, const Tensor& grad) {
   if (index >= layouts_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("params[", index, "]: no such parameter; expected one of ",
-                     layouts_.size()));
+        absl::StrCat("params[", index, "]: no such parameter; expected 0 to ",
+                     static_cast<int64_t>(layouts_.size()) - 1));
   }
   const ParameterLayout& layout = layouts_[index];
   if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
@@ -230,8 +227,9 @@ absl::Status FunctionalOptimizer::StepSlice(size_t index, Tensor& param,
         " (a parameter's slices are stepped in order)"));
   }
   if (begin == 0) {
-    absl::StatusOr<bool> created = BeginStep(index);
+    absl::StatusOr<bool> created = EnsureBuffers(index);
     if (!created.ok()) return created.status();
+    CountStep(index);
     progress.fresh = *created;
   }
   Range range;

@@ -91,10 +91,14 @@ class FunctionalOptimizer {
   // updates are elementwise (OptimizerKind::Update), so slices stepped in
   // turn give what one Step gives. The slice from element 0 starts the
   // step (its state is made and its count goes up, as Step does); the
-  // next must start where the last ended. INVALID_ARGUMENT naming
-  // "params[index]" or "grads[index]" for a tensor or range that does not
-  // fit; FAILED_PRECONDITION for a slice out of order. A refused slice
-  // changes nothing.
+  // next must start where the last ended, with no SetHyperparameters or
+  // LoadStateDict in between. INVALID_ARGUMENT naming "params[index]" or
+  // "grads[index]" for a tensor or range that does not fit;
+  // FAILED_PRECONDITION for a slice out of turn. A refused slice changes
+  // nothing, but a step left unfinished leaves the parameter torn (its
+  // first slices stepped, its count up, the rest not), and so does a
+  // StateDict taken meanwhile: the caller recovers it (a ZeRO rank marks
+  // itself damaged until a state dict is loaded).
   absl::Status StepSlice(size_t index, Tensor& param, int64_t begin,
                          const Tensor& grad);
 
@@ -140,9 +144,9 @@ class FunctionalOptimizer {
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.
   absl::StatusOr<bool> EnsureBuffers(size_t index);
-  // Starts parameter `index`'s step: its buffers made (whether they were
-  // new says `fresh`) and its count up.
-  absl::StatusOr<bool> BeginStep(size_t index);
+  // Parameter `index`'s step count goes up (its buffers made already), and
+  // a step of its left unfinished slice by slice is over.
+  void CountStep(size_t index);
   // Elements [begin, begin + count) of one parameter, its gradient's
   // slice at `grad`.
   struct Range {

@@ -242,9 +242,18 @@ TEST(SgdTest, MomentumTurnedOnLaterStartsFromTheGradient) {
 // take it, for every kind and in fp32 and bf16: the slices share the
 // step's count, and the state made by the first (SGD's momentum buffer,
 // which a fresh state treats specially) counts as fresh for the rest.
-TEST(StepSliceTest, SlicesInTurnStepAsOneStep) {
-  const std::vector<std::pair<int64_t, int64_t>> slices = {
-      {0, 3}, {3, 4}, {7, 3}};
+// Slices of a large parameter are split across threads at offsets within
+// the slice.
+struct SlicedModel {
+  int64_t elements;
+  std::vector<std::pair<int64_t, int64_t>> slices;  // (begin, count)
+};
+
+class StepSliceTest : public ::testing::TestWithParam<SlicedModel> {};
+
+TEST_P(StepSliceTest, SlicesInTurnStepAsOneStep) {
+  const int64_t n = GetParam().elements;
+  const auto& slices = GetParam().slices;
   for (const std::string& kind : Registry().Names()) {
     for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
       SCOPED_TRACE(absl::StrCat(kind, " ", DTypeName(dtype)));
@@ -255,19 +264,19 @@ TEST(StepSliceTest, SlicesInTurnStepAsOneStep) {
         h["dampening"] = 0.3;
       }
       auto whole = *FunctionalOptimizer::Create(*Registry().Find(kind), h,
-                                                {{dtype, {10}}});
+                                                {{dtype, {n}}});
       auto sliced = *FunctionalOptimizer::Create(*Registry().Find(kind), h,
-                                                 {{dtype, {10}}});
-      std::vector<float> start(10);
-      for (int i = 0; i < 10; ++i) start[i] = std::sin(1.0f + i);
-      Tensor a = *Tensor::AllocateHost(dtype, {10});
-      Tensor b = *Tensor::AllocateHost(dtype, {10});
+                                                 {{dtype, {n}}});
+      std::vector<float> start(n);
+      for (int64_t i = 0; i < n; ++i) start[i] = std::sin(1.0f + i);
+      Tensor a = *Tensor::AllocateHost(dtype, {n});
+      Tensor b = *Tensor::AllocateHost(dtype, {n});
       NarrowFromFloat(start, dtype, a.data());
       NarrowFromFloat(start, dtype, b.data());
       for (int step = 0; step < 3; ++step) {
-        std::vector<float> values(10);
-        for (int i = 0; i < 10; ++i) values[i] = std::cos(0.7f * i + step);
-        Tensor g = *Tensor::AllocateHost(dtype, {10});
+        std::vector<float> values(n);
+        for (int64_t i = 0; i < n; ++i) values[i] = std::cos(0.7f * i + step);
+        Tensor g = *Tensor::AllocateHost(dtype, {n});
         NarrowFromFloat(values, dtype, g.data());
         ASSERT_TRUE(whole->Step({&a}, {&g}).ok());
         for (const auto& [begin, count] : slices) {
@@ -291,6 +300,15 @@ TEST(StepSliceTest, SlicesInTurnStepAsOneStep) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(
+    Models, StepSliceTest,
+    ::testing::Values(SlicedModel{10, {{0, 3}, {3, 4}, {7, 3}}},
+                      // Over two of the CPU's parallel ranges (65536).
+                      SlicedModel{200003, {{0, 70001}, {70001, 130002}}}),
+    [](const ::testing::TestParamInfo<SlicedModel>& info) {
+      return absl::StrCat("elements", info.param.elements);
+    });
+
 // A slice out of turn, or one that does not fit the parameter, is refused
 // with the field named, and changes nothing; a step left unfinished is
 // over once a slice from element 0 begins the next.
@@ -307,8 +325,8 @@ TEST_F(StepTest, AStepSliceOutOfTurnIsRefused) {
   status = optimizer_->StepSlice(0, a_, 1, too_long);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("expected a slice of 1 to 3"));
-  EXPECT_EQ(optimizer_->StepSlice(2, a_, 0, slice).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(optimizer_->StepSlice(2, a_, 0, slice).message(),
+              HasSubstr("params[2]: no such parameter; expected 0 to 1"));
   EXPECT_THAT(optimizer_->StepSlice(1, a_, 0, slice).message(),
               HasSubstr("params[1]"));
   Tensor narrow = *Tensor::AllocateHost(DType::kFloat16, {2});
@@ -324,6 +342,11 @@ TEST_F(StepTest, AStepSliceOutOfTurnIsRefused) {
   EXPECT_THAT(status.message(), HasSubstr("expected the slice from element 2"));
   ASSERT_TRUE(optimizer_->StepSlice(0, a_, 0, slice).ok());
   EXPECT_EQ(optimizer_->state(0).step, 2);
+  // Hyperparameters changed in the middle of a step end it.
+  ASSERT_TRUE(optimizer_->SetHyperparameters({{"lr", 0.01}}).ok());
+  status = optimizer_->StepSlice(0, a_, 2, Filled({1}, 0.5f));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a_.host_span<float>()[2], 1.0f);
 }
 
 }  // namespace

@@ -237,18 +237,22 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // are sliced, so that every bucket's reduce-scatter and all-gather move
   // bytes between all ranks at once, not from one owner's block alone.
   // An all-reduce is balanced whatever the bucket holds.
-  // With overlap, the two buckets in flight share bucket_bytes: the step's
-  // gradient scratch is the same in every mode. Reduced in place, the
-  // scratch of each holds this rank's block alone, 1/W of its bucket: two
-  // whole buckets' blocks fit.
-  const bool halved = options_.overlap && !reduce_in_place_;
+  // The step's gradient scratch stays within bucket_bytes in every mode.
+  // Copied, a bucket is the scratch: with overlap, the two buckets in
+  // flight take half each. Reduced in place, the scratch holds this rank's
+  // block alone. Sliced plans keep a block to half a bucket (1/W of it
+  // while every owner has gradients left, and no more once one has the
+  // buckets to itself): two whole buckets' blocks fit, and the ring's
+  // chunks (two of a block at most) and at W > 2 its partial sums of two
+  // blocks take a bucket at most each.
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
-             (halved ? 2 : 1));
+             (options_.overlap && !reduce_in_place_ ? 2 : 1));
   const std::vector<GradientBucket> plan = PlanGradientBuckets(
       groups_, partition_.owner, communicator_->size(), present,
       bucket_elements,
-      options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole);
+      options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole,
+      std::max<int64_t>(1, bucket_elements / 2));
   changing_ = false;
   status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
                             : ReduceAndStep(plan, grads);

@@ -45,20 +45,21 @@ struct ZeroOptions {
   // parameters all-gathered bucket by bucket instead of broadcast by their
   // owners: 2(W-1)/W of the model's bytes per rank instead of 3(W-1)/W.
   // Torch's parameter-boundary partition is kept rather than flat
-  // contiguous shards: every parameter stays whole on one rank, so the
-  // local optimizers, state dicts (and their resharding across world
-  // sizes) and Join are those of ZeRO-1, and optimizers whose update reads
-  // a whole tensor stay exact. The cost, uneven blocks, is bounded: each
-  // bucket takes an equal share from every rank, a parameter larger than
-  // a share being sliced across buckets (its owner puts the averages of
-  // its slices together before stepping it, in a buffer of its size that
-  // comes out of the buckets' bytes: gradient_buckets.h).
+  // contiguous shards: every parameter's state stays whole on one rank, so
+  // the local optimizers, state dicts (and their resharding across world
+  // sizes) and Join are those of ZeRO-1. The cost, uneven blocks, is
+  // bounded: each bucket takes an equal share from every rank, a parameter
+  // larger than a share being sliced across buckets and stepped slice by
+  // slice by its owner (the kinds' updates are elementwise:
+  // FunctionalOptimizer::StepSlice), with no buffer of its size.
   bool gradient_sharded = false;
   // Gradients are reduced and parameters sent in buckets of at most this
   // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
   // it, not by the model (a parameter larger than a bucket goes in a
   // bucket of its own, or, gradient-sharded, is sliced). With overlap the
-  // two gradient buckets in flight share it, half each.
+  // two gradient buckets in flight share it, half each (gradient-sharded
+  // and reduced where the gradients are, the scratch holds this rank's
+  // block of each, at most half a bucket: the buckets keep their size).
   int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
