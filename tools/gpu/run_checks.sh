@@ -51,12 +51,14 @@ if grep -E '^\[  SKIPPED \] GpuDataParallelTest\.' "$log.gpu_data_parallel_test"
   echo "gpu_data_parallel_test skipped tests on a GPU machine" | tee -a "$log"
   status=1
 fi
-# Likewise the stream-ordering tests (each needs one GPU).
+# Likewise the stream-ordering tests and the sliced step (each needs one
+# GPU).
 for must_run in cuda_step_stream_test:CudaStepStreamTest \
+    cuda_parity_test:CudaStepSliceTest \
     cuda_backend_test:CudaBackendTest.OperationsWaitForTheirOwnStreamOnly \
     nccl_communicator_test:NcclCommunicatorTest.ACollectiveReadsWhatItsCallerQueuedBeforeIt; do
   if grep -E "^\[  SKIPPED \] ${must_run#*:}" "$log.${must_run%%:*}"; then
-    echo "${must_run%%:*} skipped a stream-ordering test on a GPU machine" | tee -a "$log"
+    echo "${must_run%%:*} skipped a test that needs one GPU on a GPU machine" | tee -a "$log"
     status=1
   fi
 done
