@@ -1,29 +1,10 @@
 #include "server/data_parallel/locked_collective.h"
 
-#include <malloc.h>
-
+#include "common/heap_trim.h"
 #include "server/comm/agreement.h"
 #include "server/params/parameter_update.h"
 
 namespace distopt {
-namespace {
-
-// A step is where a rank's memory peaks (the optimizer's state, the
-// buckets). What the calls before it freed in blocks below the mmap
-// threshold (server/main.cc), such as a gradient pushed in chunks, glibc
-// keeps for reuse; it goes back to the system first, so that it does not
-// add to that peak: in zero_step_bench the ranks' peaks above their
-// parameters came out about 20 MiB lower. It costs a page fault a page
-// when the next calls take that memory again, and the trim walks the
-// heaps: only heaps holding this much free are trimmed, so that a small
-// model's steps of a few milliseconds do not pay for it.
-constexpr size_t kTrimHeapsHoldingFreeBytes = size_t{8} << 20;
-
-void ReturnFreedHeapBeforeThePeak() {
-  if (mallinfo2().fordblks >= kTrimHeapsHoldingFreeBytes) malloc_trim(0);
-}
-
-}  // namespace
 
 absl::Status RunLockedCollective(
     GroupMembership& group, absl::Duration timeout,
@@ -48,7 +29,7 @@ absl::Status RunCollectiveStep(
                                    const absl::Status& refused)>
         step,
     absl::FunctionRef<bool()> torn) {
-  ReturnFreedHeapBeforeThePeak();
+  ReturnFreedHeap();  // Before the step's peak (common/heap_trim.h).
   GroupGradients gradients;
   if (context.ok()) {
     CollectGradients(**context, parameters, &gradients);
