@@ -51,6 +51,26 @@ int64_t TakeSliced(std::deque<BucketEntry>& waiting, int64_t share,
   return taken;
 }
 
+// `entry`'s averaged gradient as its parameter takes it: the fp32 averages
+// where they are, or rounded to the parameter's dtype (as its gradient
+// would be) at *next_rounded, which moves past them; shaped as the
+// parameter, or flat for a slice.
+absl::StatusOr<Tensor> AveragedGradient(const BucketEntry& entry,
+                                        const Tensor& param, float* average,
+                                        Backend& device, char** next_rounded) {
+  const Shape shape =
+      entry.count != entry.total ? Shape{entry.count} : param.shape();
+  if (param.dtype() == DType::kFloat32) {
+    return Tensor::Borrow(average, DType::kFloat32, shape, device.device());
+  }
+  char* rounded = *next_rounded;
+  absl::Status status = device.Convert(rounded, param.dtype(), average,
+                                       DType::kFloat32, entry.count);
+  if (!status.ok()) return status;
+  *next_rounded += entry.count * ElementSize(param.dtype());
+  return Tensor::Borrow(rounded, param.dtype(), shape, device.device());
+}
+
 }  // namespace
 
 std::vector<GradientBucket> PlanGradientBuckets(
@@ -206,8 +226,9 @@ absl::Status StepBucket(const GradientBucket& bucket,
     by_group[entry.group].push_back(
         {&entry, values.data() + (entry.offset - values_begin)});
     const DType dtype = groups[entry.group].params[entry.index]->dtype();
-    if (dtype != DType::kFloat32)
+    if (dtype != DType::kFloat32) {
       narrowed_bytes += entry.count * ElementSize(dtype);
+    }
   }
   absl::StatusOr<char*> rounded_memory = narrowed->Reserve(narrowed_bytes);
   if (!rounded_memory.ok()) return rounded_memory.status();
@@ -221,24 +242,13 @@ absl::Status StepBucket(const GradientBucket& bucket,
     bool whole = false;
     for (const Ready& ready : by_group[g]) {
       const BucketEntry& entry = *ready.entry;
-      const Tensor& param = *groups[g].params[entry.index];
-      const bool sliced = entry.count != entry.total;
-      const Shape shape = sliced ? Shape{entry.count} : param.shape();
-      if (param.dtype() == DType::kFloat32) {
-        averaged.push_back(Tensor::Borrow(ready.average, DType::kFloat32, shape,
-                                          device.device()));
-      } else {
-        // Rounded to the parameter's dtype, as its gradient would be.
-        absl::Status status =
-            device.Convert(next_rounded, param.dtype(), ready.average,
-                           DType::kFloat32, entry.count);
-        if (!status.ok()) return status;
-        averaged.push_back(Tensor::Borrow(next_rounded, param.dtype(), shape,
-                                          device.device()));
-        next_rounded += entry.count * ElementSize(param.dtype());
-      }
+      absl::StatusOr<Tensor> gradient =
+          AveragedGradient(entry, *groups[g].params[entry.index], ready.average,
+                           device, &next_rounded);
+      if (!gradient.ok()) return gradient.status();
+      averaged.push_back(*std::move(gradient));
       const int position = stepper.position[entry.index];
-      if (!sliced) {
+      if (entry.count == entry.total) {
         grads[position] = &averaged.back();
         whole = true;
         continue;

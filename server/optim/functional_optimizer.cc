@@ -85,6 +85,19 @@ absl::Status FunctionalOptimizer::SetHyperparameters(
   return absl::OkStatus();
 }
 
+absl::Status FunctionalOptimizer::CheckParameter(size_t index,
+                                                 const Tensor& param) const {
+  const ParameterLayout& layout = layouts_[index];
+  if (param.dtype() == layout.dtype && param.shape() == layout.shape &&
+      param.device() == device()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("params[", index, "]: ", param.DebugString(), "; expected ",
+                   DTypeName(layout.dtype), ShapeToString(layout.shape), " on ",
+                   device().ToString()));
+}
+
 absl::Status FunctionalOptimizer::CheckInputs(
     absl::Span<Tensor* const> params,
     absl::Span<const Tensor* const> grads) const {
@@ -95,14 +108,8 @@ absl::Status FunctionalOptimizer::CheckInputs(
   }
   for (size_t i = 0; i < layouts_.size(); ++i) {
     const ParameterLayout& layout = layouts_[i];
-    const Tensor& param = *params[i];
-    if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
-        param.device() != device()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("params[", i, "]: ", param.DebugString(), "; expected ",
-                       DTypeName(layout.dtype), ShapeToString(layout.shape),
-                       " on ", device().ToString()));
-    }
+    absl::Status status = CheckParameter(i, *params[i]);
+    if (!status.ok()) return status;
     if (grads[i] == nullptr) continue;
     const Tensor& grad = *grads[i];
     if (grad.dtype() != layout.dtype || grad.shape() != layout.shape ||
@@ -199,14 +206,9 @@ absl::Status FunctionalOptimizer::StepSlice(size_t index, Tensor& param,
         absl::StrCat("params[", index, "]: no such parameter; expected 0 to ",
                      static_cast<int64_t>(layouts_.size()) - 1));
   }
+  absl::Status status = CheckParameter(index, param);
+  if (!status.ok()) return status;
   const ParameterLayout& layout = layouts_[index];
-  if (param.dtype() != layout.dtype || param.shape() != layout.shape ||
-      param.device() != device()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("params[", index, "]: ", param.DebugString(),
-                     "; expected ", DTypeName(layout.dtype),
-                     ShapeToString(layout.shape), " on ", device().ToString()));
-  }
   const int64_t total = param.num_elements();
   const int64_t count = grad.num_elements();
   if (grad.dtype() != layout.dtype || grad.device() != device() || count < 1 ||

@@ -140,6 +140,9 @@ class FunctionalOptimizer {
   absl::Status ReserveStateFor(const Hyperparameters& h);
   absl::Status Load(const std::string& kind_name,
                     const OptimizerStateDict& state_dict, bool adopt);
+  // INVALID_ARGUMENT naming "params[index]" when `param` does not match
+  // its layout or the optimizer's device.
+  absl::Status CheckParameter(size_t index, const Tensor& param) const;
   absl::Status CheckInputs(absl::Span<Tensor* const> params,
                            absl::Span<const Tensor* const> grads) const;
   // Creates missing buffers; true if any was created.
