@@ -69,9 +69,9 @@ absl::Status Communicator::AllGatherSegments(
   return AsCollectiveFailure(copied);
 }
 
-absl::Status Communicator::ReduceScatterSegments(
+absl::StatusOr<absl::Span<float>> Communicator::PackedReduceScatter(
     const std::vector<std::vector<absl::Span<const float>>>& inputs,
-    absl::Span<float> output, ReduceOp op) {
+    ReduceOp op) {
   if (static_cast<int>(inputs.size()) != size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "inputs: ", inputs.size(), "; expected one per rank (", size(), ")"));
@@ -81,11 +81,6 @@ absl::Status Communicator::ReduceScatterSegments(
     for (absl::Span<const float> segment : inputs[r]) {
       counts[r] += segment.size();
     }
-  }
-  if (output.size() != counts[rank()]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("output: ", output.size(), " elements; expected ",
-                     counts[rank()], " (this rank's block)"));
   }
   size_t total = 0;
   for (size_t count : counts) total += count;
@@ -110,11 +105,38 @@ absl::Status Communicator::ReduceScatterSegments(
   // A failed copy still takes part, so that no peer waits for this rank.
   absl::Status status = ReduceScatterBlocks(*packed, counts, op);
   if (!status.ok()) return status;
-  if (copied.ok()) {
-    copied = backend->CopyWithinDevice(output.data(), packed->data() + own,
-                                       output.size() * sizeof(float));
+  if (!copied.ok()) return AsCollectiveFailure(copied);
+  return packed->subspan(own, counts[rank()]);
+}
+
+absl::Status Communicator::ReduceScatterSegments(
+    const std::vector<std::vector<absl::Span<const float>>>& inputs,
+    absl::Span<float> output, ReduceOp op) {
+  if (static_cast<int>(inputs.size()) == size()) {
+    size_t own = 0;
+    for (absl::Span<const float> segment : inputs[rank()]) {
+      own += segment.size();
+    }
+    if (output.size() != own) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output: ", output.size(), " elements; expected ", own,
+                       " (this rank's block)"));
+    }
   }
-  return AsCollectiveFailure(copied);
+  absl::StatusOr<absl::Span<float>> block = PackedReduceScatter(inputs, op);
+  if (!block.ok()) return block.status();
+  absl::StatusOr<DeviceBuffer*> packing = Packing();
+  return AsCollectiveFailure((*packing)->backend().CopyWithinDevice(
+      output.data(), block->data(), output.size() * sizeof(float)));
+}
+
+absl::Status Communicator::ReduceScatterSegmentsPiecewise(
+    const std::vector<std::vector<absl::Span<const float>>>& inputs,
+    ReduceOp op, ReducedPieces take) {
+  absl::StatusOr<absl::Span<float>> block = PackedReduceScatter(inputs, op);
+  if (!block.ok()) return block.status();
+  take(0, *block);
+  return absl::OkStatus();
 }
 
 }  // namespace distopt

@@ -9,7 +9,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -109,6 +111,20 @@ class Communicator {
   virtual absl::Status ReduceScatterSegments(
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       absl::Span<float> output, ReduceOp op);
+  // ReduceScatterSegments handing this rank's block's reduction to `take`
+  // piece by piece, in order, each as soon as it is complete, instead of
+  // writing it anywhere: `at` is the piece's first element in the block,
+  // its values (on device()) are valid during the call only. So a consumer
+  // (an optimizer stepping those elements) reads them while they are in
+  // cache, and no buffer of the block's size is written and read again.
+  // `take` runs on the calling thread, between the ring's transfers, and
+  // must not call the communicator. This default hands over the block
+  // whole, reduced in the AllGatherSegments buffer as above.
+  using ReducedPieces =
+      absl::FunctionRef<void(size_t at, absl::Span<const float> values)>;
+  virtual absl::Status ReduceScatterSegmentsPiecewise(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      ReduceOp op, ReducedPieces take);
   virtual absl::Status Barrier() = 0;
 
   // Bytes this communicator keeps between collectives for its own use (the
@@ -130,6 +146,11 @@ class Communicator {
   // The default AllGatherSegments' and ReduceScatterSegments' buffer on
   // device() (made when first used), or an error.
   absl::StatusOr<DeviceBuffer*> Packing();
+  // The default ReduceScatterSegments' work: `inputs` packed into that
+  // buffer and reduce-scattered there; returns this rank's block in it.
+  absl::StatusOr<absl::Span<float>> PackedReduceScatter(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      ReduceOp op);
 
   // That buffer (null until first used).
   std::unique_ptr<DeviceBuffer> packing_;

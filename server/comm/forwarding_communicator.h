@@ -51,6 +51,13 @@ class ForwardingCommunicator : public Communicator {
       return c.ReduceScatterSegments(inputs, output, op);
     });
   }
+  absl::Status ReduceScatterSegmentsPiecewise(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      ReduceOp op, ReducedPieces take) override {
+    return Forward([&](Communicator& c) {
+      return c.ReduceScatterSegmentsPiecewise(inputs, op, take);
+    });
+  }
   absl::Status Barrier() override {
     return Forward([&](Communicator& c) { return c.Barrier(); });
   }

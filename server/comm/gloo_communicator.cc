@@ -370,6 +370,22 @@ class GlooCommunicator : public Communicator {
   absl::Status ReduceScatterSegments(
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       absl::Span<float> output, ReduceOp op) override {
+    return SegmentRing(inputs, &output, op, nullptr);
+  }
+  // The same ring, the last step's pieces averaged into the chunk they
+  // arrived in and handed to `take` from there.
+  absl::Status ReduceScatterSegmentsPiecewise(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      ReduceOp op, ReducedPieces take) override {
+    return SegmentRing(inputs, nullptr, op, &take);
+  }
+
+ private:
+  // ReduceScatterSegments' ring: this rank's block's reduction goes to
+  // `*output` or, without one, piece by piece to `*take`.
+  absl::Status SegmentRing(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      absl::Span<float>* output, ReduceOp op, ReducedPieces* take) {
     const int w = size();
     const int r = rank();
     if (static_cast<int>(inputs.size()) != w) {
@@ -394,16 +410,20 @@ class GlooCommunicator : public Communicator {
                          " pieces; expected fewer than ", 1 << kChunkBits));
       }
     }
-    if (output.size() != counts[r]) {
+    if (output != nullptr && output->size() != counts[r]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("output: ", output.size(), " elements; expected ",
+          absl::StrCat("output: ", output->size(), " elements; expected ",
                        counts[r], " (this rank's block)"));
     }
     if (w == 1) {
       // One rank's sum and average are its own values.
       for (const SegmentPiece& piece : pieces[r]) {
-        std::copy_n(inputs[r][piece.segment].data() + piece.from, piece.length,
-                    output.data() + piece.at);
+        const float* own = inputs[r][piece.segment].data() + piece.from;
+        if (output == nullptr) {
+          (*take)(piece.at, absl::MakeConstSpan(own, piece.length));
+        } else {
+          std::copy_n(own, piece.length, output->data() + piece.at);
+        }
       }
       return absl::OkStatus();
     }
@@ -458,8 +478,11 @@ class GlooCommunicator : public Communicator {
           }
           ++sent.back().second;
         }
-        float* const into =
-            last ? output.data() : partial_sums_.data() + (s % 2) * largest;
+        // Without an output, the last step's pieces are averaged where
+        // they arrived (into == in, piece.at ignored), and handed on.
+        float* const into = !last ? partial_sums_.data() + (s % 2) * largest
+                            : output != nullptr ? output->data()
+                                                : nullptr;
         const std::vector<SegmentPiece>& arriving = pieces[receive];
         auto post = [&](size_t i) {
           received->recv(Mod(r - 1, w), slots.of(s, i),
@@ -474,10 +497,13 @@ class GlooCommunicator : public Communicator {
           // Pieces from one peer arrive in order.
           received->waitRecv(deadline.left());
           const SegmentPiece& piece = arriving[i];
-          const float* in = ring_scratch_.data() + (i % 2) * window;
+          float* const in = ring_scratch_.data() + (i % 2) * window;
           const float* own = inputs[receive][piece.segment].data() + piece.from;
-          AddArrived(into + piece.at, own, in, piece.length,
-                     average ? scale : 0.0f);
+          float* const out = into != nullptr ? into + piece.at : in;
+          AddArrived(out, own, in, piece.length, average ? scale : 0.0f);
+          if (into == nullptr) {
+            (*take)(piece.at, absl::MakeConstSpan(out, piece.length));
+          }
           if (i + 2 < arriving.size()) post(i + 2);
         }
         for (auto& [buffer, n] : sent) {
@@ -487,6 +513,7 @@ class GlooCommunicator : public Communicator {
     });
   }
 
+ public:
   // A ring: at step s, this rank sends block (rank - s) to the next rank
   // and receives block (rank - s - 1), in place, from the previous one.
   absl::Status AllGatherBlocks(absl::Span<char> bytes,

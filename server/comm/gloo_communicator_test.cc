@@ -138,7 +138,9 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
 // comes out bit for bit as ReduceScatterBlocks makes it from the same
 // values packed (the same additions in the same order), sums and averages,
 // for 1 to 4 ranks; blocks of several spans, of none, spans of no values
-// and one of more than a chunk (1 MiB). The inputs are only read.
+// and one of more than a chunk (1 MiB). The inputs are only read. Handed
+// over piece by piece, the block comes in order, in pieces of a chunk at
+// most, with the same values.
 TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
   constexpr size_t kChunk = (1 << 20) / sizeof(float);
   for (int world = 1; world <= 4; ++world) {
@@ -174,6 +176,23 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
         std::vector<float> output(counts[c.rank()], -1.0f);
         ASSERT_TRUE(
             c.ReduceScatterSegments(inputs, absl::MakeSpan(output), op).ok());
+        std::vector<float> pieces;
+        size_t largest_piece = 0;
+        ASSERT_TRUE(
+            c.ReduceScatterSegmentsPiecewise(
+                 inputs, op,
+                 [&](size_t at, absl::Span<const float> values) {
+                   EXPECT_EQ(at, pieces.size());
+                   largest_piece = std::max(largest_piece, values.size());
+                   pieces.insert(pieces.end(), values.begin(), values.end());
+                 })
+                .ok());
+        EXPECT_LE(largest_piece, kChunk);
+        ASSERT_EQ(pieces.size(), output.size());
+        for (size_t e = 0; e < output.size(); ++e) {
+          ASSERT_EQ(pieces[e], output[e])
+              << "world " << world << " element " << e;
+        }
         ASSERT_TRUE(
             c.ReduceScatterBlocks(absl::MakeSpan(packed), counts, op).ok());
         size_t begin = 0;
@@ -195,7 +214,8 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
 }
 
 // The default (a communicator without a ring of its own) packs the spans
-// around ReduceScatterBlocks: the same block.
+// around ReduceScatterBlocks: the same block, handed over piecewise in one
+// piece.
 TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
   OnGlooRanks(3, [&](Communicator& gloo) {
     CountingCommunicator c(gloo);
@@ -212,6 +232,18 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
     EXPECT_THAT(output, Each(expected[c.rank()]));
     // Through the packed ring.
     EXPECT_EQ(c.reduce_scatter_bytes, 16 * sizeof(float));
+    int pieces = 0;
+    ASSERT_TRUE(c.Communicator::ReduceScatterSegmentsPiecewise(
+                     inputs, ReduceOp::kSum,
+                     [&](size_t at, absl::Span<const float> values) {
+                       ++pieces;
+                       EXPECT_EQ(at, 0u);
+                       EXPECT_THAT(values, Each(expected[c.rank()]));
+                       EXPECT_EQ(values.size(), output.size());
+                     })
+                    .ok());
+    EXPECT_EQ(pieces, 1);
+    EXPECT_EQ(c.reduce_scatter_bytes, 2 * 16 * sizeof(float));
     // Its packing buffer, kept for the next call.
     EXPECT_GE(c.Communicator::kept_bytes(),
               static_cast<int64_t>(16 * sizeof(float)));

@@ -200,7 +200,7 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
 
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
-                        absl::Span<float> values, int64_t values_begin,
+                        absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
                         DeviceBuffer* narrowed, std::atomic<bool>* changing) {
   Backend& device = narrowed->backend();
@@ -216,15 +216,12 @@ absl::Status StepBucket(const GradientBucket& bucket,
   size_t narrowed_bytes = 0;
   for (const BucketEntry& entry : bucket.entries) {
     if (steppers[entry.group].position[entry.index] < 0) continue;
-    if (entry.offset < values_begin ||
-        entry.offset + entry.count >
-            values_begin + static_cast<int64_t>(values.size())) {
+    if (entry.offset + entry.count > static_cast<int64_t>(values.size())) {
       return absl::InternalError(absl::StrCat(
           "StepBucket: the averages of parameter ", entry.index, " of group ",
           entry.group, " are not among the values given"));
     }
-    by_group[entry.group].push_back(
-        {&entry, values.data() + (entry.offset - values_begin)});
+    by_group[entry.group].push_back({&entry, values.data() + entry.offset});
     const DType dtype = groups[entry.group].params[entry.index]->dtype();
     if (dtype != DType::kFloat32) {
       narrowed_bytes += entry.count * ElementSize(dtype);
@@ -261,6 +258,39 @@ absl::Status StepBucket(const GradientBucket& bucket,
     if (!whole) continue;
     *changing = true;
     absl::Status status = stepper.optimizer->Step(stepper.params, grads);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StepReducedPiece(const GradientBucket& bucket,
+                              const std::vector<ParamGroup>& groups,
+                              int64_t piece_begin,
+                              absl::Span<const float> averages,
+                              const std::vector<GroupStepper>& steppers,
+                              std::atomic<bool>* changing) {
+  const int64_t piece_end = piece_begin + static_cast<int64_t>(averages.size());
+  for (const BucketEntry& entry : bucket.entries) {
+    const int position = steppers[entry.group].position[entry.index];
+    const int64_t begin = std::max(entry.offset, piece_begin);
+    const int64_t end = std::min(entry.offset + entry.count, piece_end);
+    if (position < 0 || begin >= end) continue;
+    const Tensor& param = *groups[entry.group].params[entry.index];
+    if (param.dtype() != DType::kFloat32 || !param.device().is_cpu()) {
+      return absl::InternalError(absl::StrCat(
+          "StepReducedPiece: parameter ", entry.index, " of group ",
+          entry.group, " is ", DTypeName(param.dtype()), " on ",
+          param.device().ToString(), "; expected float32 in host memory"));
+    }
+    // Read only: the optimizer takes its gradient as a const Tensor.
+    const Tensor gradient = Tensor::Borrow(
+        const_cast<float*>(averages.data() + (begin - piece_begin)),
+        DType::kFloat32, Shape{end - begin}, param.device());
+    *changing = true;
+    const GroupStepper& stepper = steppers[entry.group];
+    absl::Status status = stepper.optimizer->StepSlice(
+        position, *stepper.params[position],
+        entry.begin + (begin - entry.offset), gradient);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

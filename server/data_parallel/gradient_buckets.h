@@ -79,8 +79,9 @@ std::vector<GradientBucket> PlanGradientBuckets(
 
 // The largest bucket of a plan, in elements: the scratch a step needs.
 int64_t LargestBucket(const std::vector<GradientBucket>& plan);
-// The largest block of owner `rank` in a plan's buckets: the scratch a
-// step that reduces the gradients in place needs.
+// The largest block of owner `rank` in a plan's buckets: what a reduce-
+// scatter of the buckets keeps of one block (at W > 2, the ring's partial
+// sums).
 int64_t LargestBlock(const std::vector<GradientBucket>& plan, int rank);
 
 // Copies this rank's gradients of the bucket's parameters into `values`
@@ -114,20 +115,35 @@ std::vector<FunctionalOptimizer*> OptimizersOf(
     const std::vector<GroupStepper>& steppers);
 
 // Steps the bucket's parameters that this rank steps (steppers[g] per
-// group) with their averaged gradients from `values` (on the parameters'
-// device), which holds the bucket's elements from `values_begin` on (all
-// of them, or this rank's block alone): fp32 ones read in place, fp16/bf16
-// ones rounded to nearest even into `narrowed` (on that device too, kept
-// by the caller from step to step: at most half a bucket). A slice of a
+// group) with their averaged gradients from `values` (the bucket's, on the
+// parameters' device; other owners' blocks unread): fp32 ones read in place,
+// fp16/bf16 ones rounded to nearest even into `narrowed` (on that device too,
+// kept by the caller from step to step: at most half a bucket). A slice of a
 // parameter cut across buckets is stepped on its own
 // (FunctionalOptimizer::StepSlice): buckets must come in plan order, and
 // once a bucket is stepped, its parameters and slices hold their new
 // values. `*changing` turns true before the first parameter changes.
 absl::Status StepBucket(const GradientBucket& bucket,
                         const std::vector<ParamGroup>& groups,
-                        absl::Span<float> values, int64_t values_begin,
+                        absl::Span<float> values,
                         const std::vector<GroupStepper>& steppers,
                         DeviceBuffer* narrowed, std::atomic<bool>* changing);
+
+// Steps what this rank steps of the bucket's elements [piece_begin,
+// piece_begin + averages.size()) with their averaged gradients: a piece of
+// its block as a reduce-scatter completes it
+// (Communicator::ReduceScatterSegmentsPiecewise), fp32 parameters in host
+// memory. Every parameter, whole or a slice, among them is stepped a slice
+// at a time (FunctionalOptimizer::StepSlice, the kinds' updates being
+// elementwise, with the same roundings as a whole step), so the pieces of
+// a step must come in plan order. `*changing` turns true before the first
+// parameter changes.
+absl::Status StepReducedPiece(const GradientBucket& bucket,
+                              const std::vector<ParamGroup>& groups,
+                              int64_t piece_begin,
+                              absl::Span<const float> averages,
+                              const std::vector<GroupStepper>& steppers,
+                              std::atomic<bool>* changing);
 
 }  // namespace distopt
 

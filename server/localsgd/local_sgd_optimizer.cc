@@ -212,9 +212,8 @@ absl::Status LocalSgdOptimizer::StepOnce(CommunicatorGroup& group,
       status = (*reducer)->tensors().AllReduce(values, ReduceOp::kAverage);
     }
     if (status.ok()) {
-      status =
-          AsCollectiveFailure(StepBucket(bucket, groups_, values, 0, steppers_,
-                                         &narrowed_storage_, &changing_));
+      status = AsCollectiveFailure(StepBucket(
+          bucket, groups_, values, steppers_, &narrowed_storage_, &changing_));
     }
     if (!status.ok()) return status;
   }

@@ -208,8 +208,9 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // Gradient-sharded over host memory, when every rank has an fp32
   // gradient in host memory for every parameter present (the counts say so
   // alike on every rank), the reduce-scatter reads the gradients where
-  // they are: no copy of them into a bucket, whose memory then holds this
-  // rank's block alone. Each gradient then travels as messages of its own:
+  // they are, and each piece of this rank's block is stepped as it
+  // arrives: no copy of them into a bucket, no bucket of averages. Each
+  // gradient then travels as messages of its own:
   // for small ones, a copy into one bucket costs less (measured, 200
   // parameters of 4 KiB: 3.7 ms a step copied, 12.7 ms in place). The
   // average decides, so one large parameter may carry small ones along.
@@ -239,12 +240,11 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // An all-reduce is balanced whatever the bucket holds.
   // The step's gradient scratch stays within bucket_bytes in every mode.
   // Copied, a bucket is the scratch: with overlap, the two buckets in
-  // flight take half each. Reduced in place, the scratch holds this rank's
-  // block alone. Sliced plans keep a block to half a bucket (1/W of it
-  // while every owner has gradients left, and no more once one has the
-  // buckets to itself): two whole buckets' blocks fit, and the ring's
-  // chunks (two of a block at most) and at W > 2 its partial sums of two
-  // blocks take a bucket at most each.
+  // flight take half each. Reduced in place, there is no gradient scratch;
+  // sliced plans keep a block to half a bucket (1/W of it while every
+  // owner has gradients left, and no more once one has the buckets to
+  // itself), so that the ring's chunks (two of a block at most) and at
+  // W > 2 its partial sums of two blocks take a bucket at most.
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
              (options_.overlap && !reduce_in_place_ ? 2 : 1));
@@ -254,8 +254,9 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
       options_.gradient_sharded ? Slicing::kSliced : Slicing::kWhole,
       std::max<int64_t>(1, bucket_elements / 2));
   changing_ = false;
-  status = options_.overlap ? ReduceAndStepOverlapped(plan, grads)
-                            : ReduceAndStep(plan, grads);
+  status = reduce_in_place_   ? ReduceAndStepPiecewise(plan, grads)
+           : options_.overlap ? ReduceAndStepOverlapped(plan, grads)
+                              : ReduceAndStep(plan, grads);
   // Gradient-sharded, each bucket's parameters were gathered already.
   if (!options_.gradient_sharded && !IsCollectiveFailure(status)) {
     // The owners' parameters land on this rank from here on.
@@ -297,39 +298,18 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   return true;
 }
 
-absl::Span<float> ZeroOptimizer::Averages(const GradientBucket& bucket,
-                                          absl::Span<float> scratch) const {
-  return scratch.subspan(
-      0, reduce_in_place_ ? bucket.blocks[tensors_->rank()] : bucket.size);
-}
-
-int64_t ZeroOptimizer::AveragesBegin(const GradientBucket& bucket) const {
-  return reduce_in_place_ ? BlockBegin(bucket, tensors_->rank()) : 0;
-}
-
-int64_t ZeroOptimizer::ScratchElements(
-    const std::vector<GradientBucket>& plan) const {
-  return reduce_in_place_ ? LargestBlock(plan, tensors_->rank())
-                          : LargestBucket(plan);
-}
-
 absl::Status ZeroOptimizer::Fill(const GradientBucket& bucket,
                                  const GroupGradientPointers& grads,
                                  absl::Span<float> values) {
-  if (reduce_in_place_) return absl::OkStatus();  // Read where they are.
   return FillBucket(bucket, grads, values, *device_);
 }
 
 absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
-                                   const GroupGradientPointers& grads,
                                    absl::Span<float> values) {
   if (bucket.size == 0) return absl::OkStatus();
-  if (reduce_in_place_) {
-    return tensors_->ReduceScatterSegments(GradientSpans(bucket, grads), values,
-                                           ReduceOp::kAverage);
-  }
   // Gradient-sharded (ZeRO-2): each rank receives only its own block's
-  // average. Otherwise every rank gets every average (ZeRO-1, as torch).
+  // average, in the block's place. Otherwise every rank gets every
+  // average (ZeRO-1, as torch).
   return options_.gradient_sharded
              ? tensors_->ReduceScatterBlocks(values, bucket.blocks,
                                              ReduceOp::kAverage)
@@ -350,21 +330,21 @@ absl::Status ZeroOptimizer::ReduceAndStep(
     const std::vector<GradientBucket>& plan,
     const GroupGradientPointers& grads) {
   absl::StatusOr<absl::Span<float>> scratch =
-      gradient_scratch_[0].Elements<float>(ScratchElements(plan));
+      gradient_scratch_[0].Elements<float>(LargestBucket(plan));
   // Without room for a bucket this rank cannot take part: its peers' next
   // collective times out and the round breaks, as with a lost peer.
   if (!scratch.ok()) return AsCollectiveFailure(scratch.status());
   absl::Status local;
   for (size_t k = 0; k < plan.size(); ++k) {
     const GradientBucket& bucket = plan[k];
-    absl::Span<float> values = Averages(bucket, *scratch);
+    absl::Span<float> values = scratch->subspan(0, bucket.size);
     if (local.ok()) local = Fill(bucket, grads, values);
     if (!local.ok()) ZeroFill(values);
-    absl::Status status = Reduce(bucket, grads, values);
+    absl::Status status = Reduce(bucket, values);
     if (!status.ok()) return status;
     if (local.ok()) {
-      local = StepBucket(bucket, groups_, values, AveragesBegin(bucket),
-                         steppers_, &narrowed_scratch_, &changing_);
+      local = StepBucket(bucket, groups_, values, steppers_, &narrowed_scratch_,
+                         &changing_);
     }
     status = GatherStepped(bucket);
     if (!status.ok()) return status;
@@ -385,7 +365,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     const GroupGradientPointers& grads) {
   const size_t n = plan.size();
   const bool gather = options_.gradient_sharded;
-  const int64_t largest = ScratchElements(plan);
+  const int64_t largest = LargestBucket(plan);
   absl::Span<float> scratch[2];
   for (int b = 0; b < 2; ++b) {
     absl::StatusOr<absl::Span<float>> reserved =
@@ -394,7 +374,9 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (!reserved.ok()) return AsCollectiveFailure(reserved.status());
     scratch[b] = *reserved;
   }
-  auto values = [&](size_t k) { return Averages(plan[k], scratch[k % 2]); };
+  auto values = [&](size_t k) {
+    return scratch[k % 2].subspan(0, plan[k].size);
+  };
   std::vector<absl::Notification> filled(n), reduced(n), stepped(n);
   // The thread's first collective failure (read once it is joined), and
   // what it was when bucket k had been reduced.
@@ -404,7 +386,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     for (size_t k = 0; k <= n; ++k) {
       if (k < n) {
         filled[k].WaitForNotification();
-        if (collective.ok()) collective = Reduce(plan[k], grads, values(k));
+        if (collective.ok()) collective = Reduce(plan[k], values(k));
         reduce_status[k] = collective;
         reduced[k].Notify();
       }
@@ -425,13 +407,41 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
     if (k + 1 < n) fill(k + 1);
     reduced[k].WaitForNotification();
     if (local.ok() && reduce_status[k].ok()) {
-      local = StepBucket(plan[k], groups_, values(k), AveragesBegin(plan[k]),
-                         steppers_, &narrowed_scratch_, &changing_);
+      local = StepBucket(plan[k], groups_, values(k), steppers_,
+                         &narrowed_scratch_, &changing_);
     }
     stepped[k].Notify();
   }
   communication.join();
   return collective.ok() ? local : collective;
+}
+
+// The step runs inside the reduce-scatter, a piece (a ring chunk, 1 MiB)
+// at a time as its average arrives: its gradient is read while in cache,
+// and stepping takes the time the ring would wait for the next piece. So
+// there is nothing for overlap's second thread to do (the gather of one
+// bucket and the reduction of the next share the communicator), and no
+// bucket of averages. A local failure goes on through every collective,
+// as in ReduceAndStep (the gradients sent are this rank's own).
+absl::Status ZeroOptimizer::ReduceAndStepPiecewise(
+    const std::vector<GradientBucket>& plan,
+    const GroupGradientPointers& grads) {
+  absl::Status local;
+  for (const GradientBucket& bucket : plan) {
+    const int64_t block_begin = BlockBegin(bucket, tensors_->rank());
+    absl::Status status = tensors_->ReduceScatterSegmentsPiecewise(
+        GradientSpans(bucket, grads), ReduceOp::kAverage,
+        [&](size_t at, absl::Span<const float> averages) {
+          if (!local.ok()) return;
+          local = StepReducedPiece(bucket, groups_,
+                                   block_begin + static_cast<int64_t>(at),
+                                   averages, steppers_, &changing_);
+        });
+    if (!status.ok()) return status;
+    status = GatherStepped(bucket);
+    if (!status.ok()) return status;
+  }
+  return local;
 }
 
 int64_t ZeroOptimizer::state_bytes() const {

@@ -38,6 +38,10 @@ struct ZeroOptions {
   bool parameters_as_bucket_view = false;
   // Gradients are reduced bucket by bucket on a communication thread, so a
   // rank steps the parameters of one bucket while the next is reduced.
+  // (Gradient-sharded with fp32 gradients in host memory, reduced where
+  // they are, each piece of a rank's block is stepped inside the
+  // reduce-scatter as it arrives: nothing is left to overlap, and the
+  // option changes nothing.)
   bool overlap = false;
   // Gradient-sharded (ZeRO-2, the layout of Megatron's distributed
   // optimizer): gradients are reduce-scattered, each rank receiving only
@@ -57,9 +61,9 @@ struct ZeroOptions {
   // many bytes, as DDP's bucket_cap_mb: the step's scratch is bounded by
   // it, not by the model (a parameter larger than a bucket goes in a
   // bucket of its own, or, gradient-sharded, is sliced). With overlap the
-  // two gradient buckets in flight share it, half each (gradient-sharded
-  // and reduced where the gradients are, the scratch holds this rank's
-  // block of each, at most half a bucket: the buckets keep their size).
+  // two gradient buckets in flight share it, half each (reduced where the
+  // gradients are, there is no gradient scratch: the buckets keep their
+  // size).
   int64_t bucket_bytes = kDefaultBucketBytes;
 };
 
@@ -180,22 +184,13 @@ class ZeroOptimizer {
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active,
                              const absl::Status& refused);
-  // A bucket's averages in `scratch`: all of them, or in place this rank's
-  // block alone; where they begin in the bucket; the scratch a plan needs.
-  absl::Span<float> Averages(const GradientBucket& bucket,
-                             absl::Span<float> scratch) const;
-  int64_t AveragesBegin(const GradientBucket& bucket) const;
-  int64_t ScratchElements(const std::vector<GradientBucket>& plan) const;
-  // Copies this rank's gradients into the bucket's values (nothing when
-  // they are reduced in place).
+  // Copies this rank's gradients into the bucket's values.
   absl::Status Fill(const GradientBucket& bucket,
                     const GroupGradientPointers& grads,
                     absl::Span<float> values);
-  // Averages one bucket across ranks into `values` (all of it, or this
-  // rank's block; in place, from the gradients where they are).
-  absl::Status Reduce(const GradientBucket& bucket,
-                      const GroupGradientPointers& grads,
-                      absl::Span<float> values);
+  // Averages one bucket across ranks in `values`: every rank all of it
+  // (ZeRO-1), or gradient-sharded its own block.
+  absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
   // Gradient-sharded: the parameters (and slices) of a bucket every owner
   // has stepped reach every rank from their owners (nothing otherwise).
   absl::Status GatherStepped(const GradientBucket& bucket);
@@ -203,6 +198,11 @@ class ZeroOptimizer {
                              const GroupGradientPointers& grads);
   absl::Status ReduceAndStepOverlapped(const std::vector<GradientBucket>& plan,
                                        const GroupGradientPointers& grads);
+  // Gradient-sharded, reduced from the gradients where they are: each
+  // piece of this rank's block is stepped as the reduce-scatter completes
+  // it, then the bucket gathered.
+  absl::Status ReduceAndStepPiecewise(const std::vector<GradientBucket>& plan,
+                                      const GroupGradientPointers& grads);
   // Zeros where this rank's gradients could not be taken, so that it still
   // takes part in the bucket's collective.
   void ZeroFill(absl::Span<float> values);
@@ -234,8 +234,8 @@ class ZeroOptimizer {
   std::vector<GroupStepper> steppers_;
   // On the parameters' device, kept from step to step (a fresh buffer costs
   // its allocation on every step), each bounded by the bucket size: the
-  // gradient bucket (two, of half the size, for overlap; reduced in place,
-  // this rank's block of it, or of each of two whole ones), a bucket's
+  // gradient bucket (two, of half the size, for overlap; none when the
+  // gradients are reduced where they are), a bucket's
   // fp16/bf16 averages, and the parameter bucket the owners broadcast (the
   // bucket view's, or small parameters packed, at most 1 MiB, without it).
   DeviceBuffer gradient_scratch_[2];

@@ -39,12 +39,15 @@ class CountingCommunicator : public ForwardingCommunicator {
   absl::Status ReduceScatterSegments(
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       absl::Span<float> output, ReduceOp op) override {
-    for (const auto& block : inputs) {
-      for (absl::Span<const float> segment : block) {
-        reduce_scatter_segments_bytes += segment.size() * sizeof(float);
-      }
-    }
+    reduce_scatter_segments_bytes += BytesOf(inputs);
     return ForwardingCommunicator::ReduceScatterSegments(inputs, output, op);
+  }
+  absl::Status ReduceScatterSegmentsPiecewise(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs,
+      ReduceOp op, ReducedPieces take) override {
+    reduce_scatter_segments_bytes += BytesOf(inputs);
+    return ForwardingCommunicator::ReduceScatterSegmentsPiecewise(inputs, op,
+                                                                  take);
   }
   absl::Status AllGatherBlocks(absl::Span<char> bytes,
                                absl::Span<const size_t> counts) override {
@@ -82,6 +85,17 @@ class CountingCommunicator : public ForwardingCommunicator {
   std::atomic<int> broadcasts{0};
 
  private:
+  static size_t BytesOf(
+      const std::vector<std::vector<absl::Span<const float>>>& inputs) {
+    size_t bytes = 0;
+    for (const auto& block : inputs) {
+      for (absl::Span<const float> segment : block) {
+        bytes += segment.size() * sizeof(float);
+      }
+    }
+    return bytes;
+  }
+
   absl::Status Forward(
       absl::FunctionRef<absl::Status(Communicator&)> call) override {
     return call(inner_);
