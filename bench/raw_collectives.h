@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "bench/timing.h"
 #include "server/comm/testing/gloo_threads.h"
 
@@ -27,85 +29,164 @@ struct RawCollectiveSeconds {
   double reduce_scatter_all_gather_cores = -1;
 };
 
+// The limit's ranks, kept between calls, so that a benchmark can time the
+// collectives between its own steps: whatever slows this machine during a
+// run (its speed drifts by more than a tenth between runs) then slows the
+// step and its limit alike.
+class RawCollectiveRanks {
+ public:
+  RawCollectiveRanks(int world, size_t elements)
+      : world_(world),
+        all_reduce_(world),
+        sharded_(world),
+        runner_([this, elements] { Run(elements); }) {}
+  ~RawCollectiveRanks() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    runner_.join();
+  }
+
+  // Times one all-reduce, then one reduce-scatter + all-gather, every rank
+  // starting each together; `counted` ones make the medians. False when
+  // one failed (the ranks are no use after that).
+  bool Time(bool counted) {
+    absl::MutexLock lock(&mu_);
+    if (ended_ || !ok_) return false;
+    done_ = 0;
+    counted_ = counted;
+    ++generation_;
+    auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ended_ || done_ == world_;
+    };
+    Await(answered);
+    if (ended_ || !ok_) return false;
+    if (counted) {
+      // A collective ends when its slowest rank does.
+      slowest_all_reduce_.push_back(
+          *std::max_element(all_reduce_.begin(), all_reduce_.end()));
+      slowest_sharded_.push_back(
+          *std::max_element(sharded_.begin(), sharded_.end()));
+    }
+    return true;
+  }
+
+  // The medians of the counted calls (-1 without any), and the cores the
+  // ranks kept busy meanwhile.
+  RawCollectiveSeconds Medians() const {
+    absl::MutexLock lock(&mu_);
+    RawCollectiveSeconds result;
+    if (!ok_ || slowest_all_reduce_.empty()) return result;
+    result.all_reduce = Median(slowest_all_reduce_);
+    result.reduce_scatter_all_gather = Median(slowest_sharded_);
+    result.all_reduce_cores = all_reduce_busy_.cores();
+    result.reduce_scatter_all_gather_cores = sharded_busy_.cores();
+    return result;
+  }
+
+ private:
+  // Waits, holding mu_, until `condition()` holds.
+  template <typename Condition>
+  void Await(Condition& condition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    mu_.Await(absl::Condition(
+        +[](Condition* c) { return (*c)(); }, &condition));
+  }
+
+  void Run(size_t elements) {
+    GlooOptions base;
+    base.timeout = absl::Minutes(5);
+    base.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
+    absl::Status made = OnGlooThreads(
+        world_, base,
+        [&](Communicator& comm, const GlooOptions& options, RendezvousStore*) {
+          Serve(comm, options.rank, elements);
+        });
+    if (!made.ok()) {
+      std::printf("raw gloo ranks: %s\n", made.ToString().c_str());
+    }
+    absl::MutexLock lock(&mu_);
+    ok_ = ok_ && made.ok();
+    ended_ = true;
+  }
+
+  // Rank r's part: one round of collectives per Time, until stopped.
+  void Serve(Communicator& comm, int r, size_t elements) {
+    std::vector<float> values(elements, 1.0f + r);
+    std::vector<size_t> counts(world_, elements / world_);
+    counts.back() += elements % world_;
+    std::vector<size_t> byte_counts;
+    for (size_t count : counts) byte_counts.push_back(count * sizeof(float));
+    int64_t served = 0;
+    while (true) {
+      bool counted = false;
+      {
+        absl::MutexLock lock(&mu_);
+        auto asked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || generation_ > served;
+        };
+        Await(asked);
+        if (stop_) return;
+        served = generation_;
+        counted = counted_ && r == 0;
+      }
+      // Rank 0 measures the whole process, from one barrier to the next.
+      bool ok = comm.Barrier().ok();
+      if (counted) all_reduce_busy_.Begin();
+      const double all_reduce = SecondsOf([&] {
+        ok = ok && comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
+      });
+      ok = ok && comm.Barrier().ok();
+      if (counted) {
+        all_reduce_busy_.End();
+        sharded_busy_.Begin();
+      }
+      const double sharded = SecondsOf([&] {
+        ok = ok &&
+             comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
+                                      ReduceOp::kSum)
+                 .ok() &&
+             comm.AllGatherBlocks(AsBytes(absl::MakeSpan(values)), byte_counts)
+                 .ok();
+      });
+      ok = ok && comm.Barrier().ok();
+      if (counted) sharded_busy_.End();
+      absl::MutexLock lock(&mu_);
+      all_reduce_[r] = all_reduce;
+      sharded_[r] = sharded;
+      ok_ = ok_ && ok;
+      ++done_;
+    }
+  }
+
+  const int world_;
+  mutable absl::Mutex mu_;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool counted_ ABSL_GUARDED_BY(mu_) = false;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool ok_ ABSL_GUARDED_BY(mu_) = true;
+  // Each rank's seconds of the last call.
+  std::vector<double> all_reduce_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> sharded_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> slowest_all_reduce_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> slowest_sharded_ ABSL_GUARDED_BY(mu_);
+  // Rank 0's thread alone uses them until the counted calls are over.
+  CoresBusy all_reduce_busy_, sharded_busy_;
+  std::thread runner_;
+};
+
 // Median seconds of `iterations` collectives of `elements` fp32 values on
 // `world` ranks, after one untimed warm-up of each; -1 where one failed.
 inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
                                                int iterations) {
-  std::vector<std::vector<double>> all_reduce(world), sharded(world);
-  std::vector<bool> failed(world, false);
-  // Rank 0's measure of the whole process, from one barrier to the next.
-  CoresBusy all_reduce_busy, sharded_busy;
-  GlooOptions base;
-  base.timeout = absl::Minutes(5);
-  base.ring_all_reduce_min_bytes = 0;  // gloo's all-reduce.
-  absl::Status made = OnGlooThreads(
-      world, base,
-      [&](Communicator& comm, const GlooOptions& options, RendezvousStore*) {
-        const int r = options.rank;
-        std::vector<float> values(elements, 1.0f + r);
-        std::vector<size_t> counts(world, elements / world);
-        counts.back() += elements % world;
-        std::vector<size_t> byte_counts;
-        for (size_t count : counts) {
-          byte_counts.push_back(count * sizeof(float));
-        }
-        for (int it = 0; it <= iterations; ++it) {
-          // The first of each is a warm-up; every call starts together.
-          bool ok = comm.Barrier().ok();
-          const bool counted = it > 0 && r == 0;
-          if (counted) all_reduce_busy.Begin();
-          double seconds = SecondsOf([&] {
-            ok = ok &&
-                 comm.AllReduce(absl::MakeSpan(values), ReduceOp::kSum).ok();
-          });
-          if (it > 0) all_reduce[r].push_back(seconds);
-          ok = ok && comm.Barrier().ok();
-          if (counted) {
-            all_reduce_busy.End();
-            sharded_busy.Begin();
-          }
-          seconds = SecondsOf([&] {
-            ok = ok &&
-                 comm.ReduceScatterBlocks(absl::MakeSpan(values), counts,
-                                          ReduceOp::kSum)
-                     .ok() &&
-                 comm.AllGatherBlocks(AsBytes(absl::MakeSpan(values)),
-                                      byte_counts)
-                     .ok();
-          });
-          if (it > 0) sharded[r].push_back(seconds);
-          ok = ok && comm.Barrier().ok();
-          if (counted) sharded_busy.End();
-          if (!ok) {
-            failed[r] = true;
-            return;
-          }
-        }
-      });
-  if (!made.ok()) {
-    std::printf("raw gloo ranks: %s\n", made.ToString().c_str());
-    return RawCollectiveSeconds();
-  }
-  RawCollectiveSeconds result;
-  for (bool f : failed) {
-    if (f) return result;
-  }
-  // A collective ends when its slowest rank does.
-  std::vector<double> slowest_all_reduce, slowest_sharded;
+  RawCollectiveRanks ranks(world, elements);
+  if (!ranks.Time(false)) return RawCollectiveSeconds();
   for (int it = 0; it < iterations; ++it) {
-    double a = 0, s = 0;
-    for (int r = 0; r < world; ++r) {
-      a = std::max(a, all_reduce[r][it]);
-      s = std::max(s, sharded[r][it]);
-    }
-    slowest_all_reduce.push_back(a);
-    slowest_sharded.push_back(s);
+    if (!ranks.Time(true)) return RawCollectiveSeconds();
   }
-  result.all_reduce = Median(slowest_all_reduce);
-  result.reduce_scatter_all_gather = Median(slowest_sharded);
-  result.all_reduce_cores = all_reduce_busy.cores();
-  result.reduce_scatter_all_gather_cores = sharded_busy.cores();
-  return result;
+  return ranks.Medians();
 }
 
 }  // namespace bench

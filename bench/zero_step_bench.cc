@@ -3,7 +3,8 @@
 // step time and per-rank memory, with ZeRO in each mode and without it (a
 // plain Adam over the whole model on each rank), against three peers in the
 // same run: the limit, gloo's collectives on the model's bytes with nothing
-// around them (bench/raw_collectives.h), and PyTorch's
+// around them (bench/raw_collectives.h), timed between each case's own
+// steps, and PyTorch's
 // ZeroRedundancyOptimizer and plain Adam over gloo
 // (tools/bench/torch_zero_step.py).
 //
@@ -102,6 +103,9 @@ struct ZeroFigures {
   std::vector<int64_t> state_bytes;
   std::vector<int64_t> scratch_bytes;
   std::vector<double> peak_above_parameters_mib;
+  // The limit: the raw collectives of the model's bytes, timed between
+  // the steps (bench::RawCollectiveRanks).
+  bench::RawCollectiveSeconds limit;
 };
 
 // The modes of BM_ZeroStep.
@@ -155,13 +159,19 @@ ZeroFigures RunZero(Client& client, int mode, const Model& model = Model(),
   if (!OnEveryRank([&](int r) { return zero[r].Create(spec).status(); })) {
     return figures;
   }
+  // The limit's collectives run before each step, the warm-up steps' and
+  // the timed ones', so that the medians of both come from the same
+  // stretch of the run.
+  bench::RawCollectiveRanks raw(kWorld, model.elements());
+  int raw_calls = 0;
   // CPU is counted over the timed steps only: the warm-up steps also make
   // the optimizer's state and the step's buffers (and fault their pages in).
   double cpu_before = 0;
-  figures.step_s =
-      TimeSteps([&](int r) { return zero[r].Step(ranks.context_id); },
-                [] { return true; }, Iterations(model),
-                [&] { cpu_before = bench::DaemonsCpuSeconds(ranks); });
+  figures.step_s = TimeSteps(
+      [&](int r) { return zero[r].Step(ranks.context_id); },
+      [&] { return raw.Time(raw_calls++ >= bench::kWarmup); },
+      Iterations(model), [&] { cpu_before = bench::DaemonsCpuSeconds(ranks); });
+  figures.limit = raw.Medians();
   figures.cpu_s =
       (bench::DaemonsCpuSeconds(ranks) - cpu_before) / Iterations(model);
   figures.peak_above_parameters_mib = bench::PeakAboveParametersMiB(ranks);
@@ -231,28 +241,17 @@ const std::map<std::string, TorchFigures>& Torch() {
   return *figures;
 }
 
-// The limit lines for `model`'s bytes, timed once per model size.
-const bench::RawCollectiveSeconds& Limit(const Model& model) {
-  static auto* limits = new std::map<int64_t, bench::RawCollectiveSeconds>;
-  auto found = limits->find(model.elements());
-  if (found == limits->end()) {
-    found = limits
-                ->emplace(model.elements(),
-                          bench::TimeRawCollectives(kWorld, model.elements(),
-                                                    Iterations(model)))
-                .first;
-  }
-  return found->second;
-}
-
 // The step against the limit: the raw all-reduce (and, gradient-sharded,
 // the raw reduce-scatter + all-gather) of the same bytes.
-void SetLimitCounters(benchmark::State& state, const Model& model, int mode,
-                      double step_s) {
-  const bench::RawCollectiveSeconds& limit = Limit(model);
+void SetLimitCounters(benchmark::State& state, const ZeroFigures& figures,
+                      int mode) {
+  const bench::RawCollectiveSeconds& limit = figures.limit;
+  const double step_s = figures.step_s;
   if (limit.all_reduce <= 0) return;
   state.counters["raw_allreduce_s"] = limit.all_reduce;
   state.counters["of_raw_allreduce"] = step_s / limit.all_reduce;
+  state.counters["raw_allreduce_cores"] = limit.all_reduce_cores;
+  state.counters["raw_rs_ag_cores"] = limit.reduce_scatter_all_gather_cores;
   if (IsSharded(mode)) {
     state.counters["raw_rs_ag_s"] = limit.reduce_scatter_all_gather;
     state.counters["of_raw_rs_ag"] = step_s / limit.reduce_scatter_all_gather;
@@ -296,7 +295,7 @@ void BM_ZeroStep(benchmark::State& state) {
                                             figures.state_bytes.end())) /
       kUnshardedState;
   SetMemoryCounters(state, figures.peak_above_parameters_mib);
-  SetLimitCounters(state, Model(), mode, figures.step_s);
+  SetLimitCounters(state, figures, mode);
   state.counters["cpu_s"] = figures.cpu_s;
   auto torch = Torch().find("zero");
   if (torch != Torch().end()) {
@@ -362,7 +361,7 @@ void BM_ZeroSmallTensors(benchmark::State& state) {
     }
     state.SetIterationTime(figures.step_s);
   }
-  SetLimitCounters(state, kSmallTensors, mode, figures.step_s);
+  SetLimitCounters(state, figures, mode);
   state.SetLabel(absl::StrCat(ModeLabel(mode), ", 200 x 1K"));
 }
 BENCHMARK(BM_ZeroSmallTensors)
@@ -418,7 +417,7 @@ void BM_ZeroStepGpu(benchmark::State& state) {
     state.counters["d2d_copy_s"] = copy_s;
     state.counters["of_d2d_copy"] = figures.step_s / copy_s;
   }
-  SetLimitCounters(state, Model(), mode, figures.step_s);
+  SetLimitCounters(state, figures, mode);
   state.SetLabel(absl::StrCat(ModeLabel(mode), ", on cuda:0 (gloo-staged)"));
 }
 BENCHMARK(BM_ZeroStepGpu)
@@ -434,14 +433,11 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
   std::printf("model: %d x %lld x %lld fp32 (%.0f MiB), Adam, %d ranks\n",
               kLayers, static_cast<long long>(kSize),
               static_cast<long long>(kSize), model_mib, kWorld);
-  const bench::RawCollectiveSeconds& limit = Limit(Model());
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf(
-      "limit: raw gloo all-reduce of the model %.3f s, reduce-scatter + "
-      "all-gather %.3f s; the ranks kept %.2f and %.2f of this machine's %u "
-      "cores busy\n",
-      limit.all_reduce, limit.reduce_scatter_all_gather, limit.all_reduce_cores,
-      limit.reduce_scatter_all_gather_cores, cores);
+      "limit: gloo's all-reduce, and reduce-scatter + all-gather, of the "
+      "same bytes with nothing around them, timed between each case's "
+      "steps\n");
   double plain_peak = -1, all_reduce_mode = -1;
   for (const bench::BenchmarkRun& run : runs) {
     if (run.run_name.function_name == "BM_PlainAdam") {
@@ -462,12 +458,14 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
     std::string line =
         absl::StrFormat("distopt %-45s step %.4f s", run.report_label, step);
     if (value("of_raw_allreduce") >= 0) {
-      line += absl::StrFormat("  %.2fx the raw all-reduce",
-                              value("of_raw_allreduce"));
+      line +=
+          absl::StrFormat("  %.2fx the raw all-reduce (%.3f s)",
+                          value("of_raw_allreduce"), value("raw_allreduce_s"));
       if (sharded) {
         line += absl::StrFormat(
-            ", %.2fx the raw reduce-scatter + all-gather (goal <= 1.1)",
-            value("of_raw_rs_ag"));
+            ", %.2fx the raw reduce-scatter + all-gather (%.3f s; goal <= "
+            "1.1)",
+            value("of_raw_rs_ag"), value("raw_rs_ag_s"));
         if (all_reduce_mode > 0 && value("peak_MiB") >= 0) {
           line += absl::StrFormat(" and %.2fx the all-reduce mode (goal < 1)",
                                   step / all_reduce_mode);
@@ -482,19 +480,21 @@ void Summary(const std::vector<bench::BenchmarkRun>& runs) {
                               zero ? " (goal >= 1.5)" : "");
     }
     std::printf("%s\n", line.c_str());
-    if (value("cpu_s") > 0 && limit.all_reduce > 0) {
+    if (value("cpu_s") > 0 && value("raw_allreduce_s") > 0) {
       // However the work overlaps, a step cannot take less than its CPU
       // seconds over the cores there are.
       const double floor_s = value("cpu_s") / cores;
       std::printf(
           "    CPU: %.3f s a step (both daemons), so at least %.3f s on %u "
-          "cores = %.2fx the raw all-reduce%s\n",
-          value("cpu_s"), floor_s, cores, floor_s / limit.all_reduce,
+          "cores = %.2fx the raw all-reduce%s; the raw collectives kept "
+          "%.2f and %.2f cores busy\n",
+          value("cpu_s"), floor_s, cores, floor_s / value("raw_allreduce_s"),
           sharded
               ? absl::StrFormat(", %.2fx the raw reduce-scatter + all-gather",
-                                floor_s / limit.reduce_scatter_all_gather)
+                                floor_s / value("raw_rs_ag_s"))
                     .c_str()
-              : "");
+              : "",
+          value("raw_allreduce_cores"), value("raw_rs_ag_cores"));
     }
     if (value("peak_MiB") >= 0) {
       std::string memory = absl::StrFormat(
