@@ -112,11 +112,12 @@ class Communicator {
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       absl::Span<float> output, ReduceOp op);
   // ReduceScatterSegments handing this rank's block's reduction to `take`
-  // piece by piece, in order, each as soon as it is complete, instead of
-  // writing it anywhere: `at` is the piece's first element in the block,
-  // its values (on device()) are valid during the call only. So a consumer
-  // (an optimizer stepping those elements) reads them while they are in
-  // cache, and no buffer of the block's size is written and read again.
+  // piece by piece, in order, each as soon as it is complete (gloo's ring:
+  // a chunk, 1 MiB at most), instead of writing it anywhere: `at` is the
+  // piece's first element in the block, its values (on device()) are valid
+  // during the call only. So a consumer (an optimizer stepping those
+  // elements) reads them while they are in cache, and no buffer of the
+  // block's size is written and read again.
   // `take` runs on the calling thread, between the ring's transfers, and
   // must not call the communicator. This default hands over the block
   // whole, reduced in the AllGatherSegments buffer as above.
