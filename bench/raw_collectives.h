@@ -50,15 +50,18 @@ class RawCollectiveRanks {
 
   // Times one all-reduce, then one reduce-scatter + all-gather, every rank
   // starting each together; `counted` ones make the medians. False when
-  // one failed (the ranks are no use after that).
+  // one failed: the ranks are no use after that, and Medians says so.
   bool Time(bool counted) {
     absl::MutexLock lock(&mu_);
     if (ended_ || !ok_) return false;
     done_ = 0;
     counted_ = counted;
     ++generation_;
+    // A failed rank stops serving: the call ends then, not only once
+    // every rank has answered (a rank whose communicator was never made
+    // never answers).
     auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return ended_ || done_ == world_;
+      return ended_ || !ok_ || done_ == world_;
     };
     Await(answered);
     if (ended_ || !ok_) return false;
@@ -126,7 +129,7 @@ class RawCollectiveRanks {
           return stop_ || generation_ > served;
         };
         Await(asked);
-        if (stop_) return;
+        if (stop_ || !ok_) return;
         served = generation_;
         counted = counted_ && r == 0;
       }
@@ -156,6 +159,7 @@ class RawCollectiveRanks {
       sharded_[r] = sharded;
       ok_ = ok_ && ok;
       ++done_;
+      if (!ok_) return;  // The peers' next collectives fail too.
     }
   }
 
@@ -176,18 +180,6 @@ class RawCollectiveRanks {
   CoresBusy all_reduce_busy_, sharded_busy_;
   std::thread runner_;
 };
-
-// Median seconds of `iterations` collectives of `elements` fp32 values on
-// `world` ranks, after one untimed warm-up of each; -1 where one failed.
-inline RawCollectiveSeconds TimeRawCollectives(int world, size_t elements,
-                                               int iterations) {
-  RawCollectiveRanks ranks(world, elements);
-  if (!ranks.Time(false)) return RawCollectiveSeconds();
-  for (int it = 0; it < iterations; ++it) {
-    if (!ranks.Time(true)) return RawCollectiveSeconds();
-  }
-  return ranks.Medians();
-}
 
 }  // namespace bench
 }  // namespace distopt

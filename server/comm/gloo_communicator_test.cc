@@ -140,7 +140,7 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
 // for 1 to 4 ranks; blocks of several spans, of none, spans of no values
 // and one of more than a chunk (1 MiB). The inputs are only read. Handed
 // over piece by piece, the block comes in order, in pieces of a chunk at
-// most, with the same values.
+// most, with the same values, also when the consumer is slow.
 TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
   constexpr size_t kChunk = (1 << 20) / sizeof(float);
   for (int world = 1; world <= 4; ++world) {
@@ -182,6 +182,12 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
             c.ReduceScatterSegmentsPiecewise(
                  inputs, op,
                  [&](size_t at, absl::Span<const float> values) {
+                   // A chunk must not take the next pieces before its
+                   // consumer is done with it: the last rank (whose block
+                   // comes in the most pieces) reads late.
+                   if (c.rank() == world - 1) {
+                     absl::SleepFor(absl::Milliseconds(2));
+                   }
                    EXPECT_EQ(at, pieces.size());
                    largest_piece = std::max(largest_piece, values.size());
                    pieces.insert(pieces.end(), values.begin(), values.end());

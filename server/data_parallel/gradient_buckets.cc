@@ -268,13 +268,21 @@ absl::Status StepReducedPiece(const GradientBucket& bucket,
                               int64_t piece_begin,
                               absl::Span<const float> averages,
                               const std::vector<GroupStepper>& steppers,
-                              std::atomic<bool>* changing) {
+                              size_t* next_entry, std::atomic<bool>* changing) {
   const int64_t piece_end = piece_begin + static_cast<int64_t>(averages.size());
-  for (const BucketEntry& entry : bucket.entries) {
+  // Entries lie in offset order, and pieces come in order: those that end
+  // before this piece are done for every later one too.
+  for (size_t e = *next_entry; e < bucket.entries.size(); ++e) {
+    const BucketEntry& entry = bucket.entries[e];
+    if (entry.offset >= piece_end) break;
+    if (entry.offset + entry.count <= piece_begin) {
+      *next_entry = e + 1;
+      continue;
+    }
     const int position = steppers[entry.group].position[entry.index];
+    if (position < 0) continue;
     const int64_t begin = std::max(entry.offset, piece_begin);
     const int64_t end = std::min(entry.offset + entry.count, piece_end);
-    if (position < 0 || begin >= end) continue;
     const Tensor& param = *groups[entry.group].params[entry.index];
     if (param.dtype() != DType::kFloat32 || !param.device().is_cpu()) {
       return absl::InternalError(absl::StrCat(

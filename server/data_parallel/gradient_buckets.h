@@ -61,16 +61,17 @@ struct GradientBucket {
 // such a bucket moves bytes mostly one way. kSliced: it is cut so that
 // every bucket takes an equal share from every owner that has gradients
 // left, and the ring's links all carry bytes at once; its owner steps it
-// slice by slice, each with its bucket (StepBucket), so that no buffer
-// puts a parameter's averages together.
+// slice by slice, each with its bucket (StepBucket, or piece by piece,
+// StepReducedPiece), so that no buffer puts a parameter's averages
+// together.
 enum class Slicing { kWhole, kSliced };
 
 // owner[g][i] in [0, owners): the rank that owns parameter i of group g
 // (every parameter has owner 0 when every rank needs every average, as
 // post-local SGD's all-reduce). Sliced, `block_elements` > 0 caps what one
 // owner takes of a bucket (its block), also once the others have no
-// gradients left: a reduce-scatter that keeps only this rank's block then
-// needs no more than that.
+// gradients left: a reduce-scatter's ring then keeps no more than that of
+// a block (its chunks, and at W > 2 its partial sums).
 std::vector<GradientBucket> PlanGradientBuckets(
     const std::vector<ParamGroup>& groups,
     const std::vector<std::vector<int>>& owner, int owners,
@@ -136,14 +137,17 @@ absl::Status StepBucket(const GradientBucket& bucket,
 // memory. Every parameter, whole or a slice, among them is stepped a slice
 // at a time (FunctionalOptimizer::StepSlice, the kinds' updates being
 // elementwise, with the same roundings as a whole step), so the pieces of
-// a step must come in plan order. `*changing` turns true before the first
-// parameter changes.
+// a step must come in plan order. `*next_entry` (0 before a bucket's
+// first piece) keeps where the next piece's entries begin, so that a
+// bucket of many entries is walked once. `*changing` turns true before the
+// first parameter changes. An entry of no elements is in no piece: the
+// caller steps such parameters otherwise.
 absl::Status StepReducedPiece(const GradientBucket& bucket,
                               const std::vector<ParamGroup>& groups,
                               int64_t piece_begin,
                               absl::Span<const float> averages,
                               const std::vector<GroupStepper>& steppers,
-                              std::atomic<bool>* changing);
+                              size_t* next_entry, std::atomic<bool>* changing);
 
 }  // namespace distopt
 

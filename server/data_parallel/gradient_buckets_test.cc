@@ -1,11 +1,16 @@
 #include "server/data_parallel/gradient_buckets.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/optim/registry.h"
 
 namespace distopt {
 namespace {
@@ -96,7 +101,7 @@ using ::testing::FieldsAre;
 // Sliced, parameters larger than a share (64 of 50) are cut so that every
 // bucket takes as much from each owner while both have gradients left. The
 // gradients' spans are block by block, the slices' own elements;
-// LargestBlock is the scratch for an owner's block.
+// LargestBlock is what a reduce-scatter's ring keeps of a block.
 TEST(PlanGradientBucketsTest, SlicedLargeParametersFillEveryOwnersShare) {
   Model m(std::vector<int64_t>(4, 64), {0, 1, 0, 1});
   const auto plan = PlanGradientBuckets(m.groups, m.owner, 2, m.present, 100,
@@ -187,6 +192,85 @@ TEST(PlanGradientBucketsTest, MissingGradientsAreLeftOut) {
   EXPECT_THAT(Members(plan),
               ::testing::ElementsAre(::testing::ElementsAre(0, 2, 3)));
   EXPECT_THAT(plan[0].blocks, ::testing::ElementsAre(20, 10));
+}
+
+// Rank 0's side of a step: an Adam over the parameters it owns.
+struct OwnerSide {
+  std::unique_ptr<FunctionalOptimizer> optimizer;
+  std::vector<GroupStepper> steppers{1};
+
+  OwnerSide(Model& m, int rank) {
+    static auto* registry = OptimizerRegistry::WithBuiltins().release();
+    std::vector<ParameterLayout> layouts;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      if (m.owner[0][i] != rank) {
+        steppers[0].position.push_back(-1);
+        continue;
+      }
+      steppers[0].position.push_back(static_cast<int>(layouts.size()));
+      steppers[0].params.push_back(&m.tensors[i]);
+      layouts.push_back({DType::kFloat32, m.tensors[i].shape()});
+    }
+    optimizer = *FunctionalOptimizer::Create(*registry->Find("adam"),
+                                             {{"lr", 0.01}}, layouts);
+    steppers[0].optimizer = optimizer.get();
+  }
+};
+
+// Stepping a rank's block piece by piece, the pieces cut anywhere (several
+// parameters in one, a parameter across several, slices of parameters cut
+// across buckets), gives bit for bit what stepping each bucket at once
+// gives, over two steps; the other owners' parameters stay as they were.
+TEST(StepReducedPieceTest, PiecesCutAnywhereStepAsTheWholeBucket) {
+  const std::vector<int64_t> sizes = {7, 300, 5, 120, 40, 9};
+  const std::vector<int> owners = {0, 0, 1, 0, 1, 0};
+  Model whole(sizes, owners), pieces(sizes, owners);
+  for (Model* m : {&whole, &pieces}) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      float* p = static_cast<float*>(m->tensors[i].data());
+      for (int64_t e = 0; e < sizes[i]; ++e) p[e] = 0.01f * (e % 17) - 0.05f;
+    }
+  }
+  const auto plan = PlanGradientBuckets(
+      whole.groups, whole.owner, 2, whole.present, 160, Slicing::kSliced, 80);
+  ASSERT_GT(plan.size(), 2u);
+  OwnerSide stepped_whole(whole, 0), stepped_in_pieces(pieces, 0);
+  DeviceBuffer narrowed(*GetBackend(Device::Cpu()));
+  std::atomic<bool> changing{false};
+  constexpr int64_t kPiece = 13;
+  for (int step = 0; step < 2; ++step) {
+    for (const GradientBucket& bucket : plan) {
+      std::vector<float> averages(bucket.size);
+      for (size_t e = 0; e < averages.size(); ++e) {
+        averages[e] = std::sin(0.3f * static_cast<float>(e) + step);
+      }
+      ASSERT_TRUE(StepBucket(bucket, whole.groups, absl::MakeSpan(averages),
+                             stepped_whole.steppers, &narrowed, &changing)
+                      .ok());
+      const int64_t begin = BlockBegin(bucket, 0);
+      const int64_t end = begin + static_cast<int64_t>(bucket.blocks[0]);
+      size_t next_entry = 0;
+      for (int64_t at = begin; at < end; at += kPiece) {
+        const int64_t length = std::min(kPiece, end - at);
+        ASSERT_TRUE(
+            StepReducedPiece(bucket, pieces.groups, at,
+                             absl::MakeConstSpan(averages.data() + at, length),
+                             stepped_in_pieces.steppers, &next_entry, &changing)
+                .ok())
+            << "step " << step << " piece at " << at;
+      }
+    }
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(std::memcmp(whole.tensors[i].data(), pieces.tensors[i].data(),
+                          whole.tensors[i].byte_size()),
+              0)
+        << "parameter " << i;
+  }
+  const float* untouched = static_cast<const float*>(pieces.tensors[2].data());
+  EXPECT_EQ(untouched[1], 0.01f * 1 - 0.05f);
+  const float* owned = static_cast<const float*>(pieces.tensors[1].data());
+  EXPECT_NE(owned[1], 0.01f * 1 - 0.05f);
 }
 
 }  // namespace

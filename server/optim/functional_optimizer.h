@@ -86,8 +86,9 @@ class FunctionalOptimizer {
   // Updates elements [begin, begin + grad.num_elements()) of params[index]
   // (the tensor, whole) with `grad`, a slice of its gradient in the
   // parameter's dtype: one step of a parameter cut across the buckets of a
-  // data-parallel step, taken slice by slice as each slice's gradient is
-  // ready, so that nobody puts the gradient together first. The kinds'
+  // data-parallel step, or across the pieces a reduce-scatter hands over,
+  // taken slice by slice as each slice's gradient is ready, so that nobody
+  // puts the gradient together first. The kinds'
   // updates are elementwise (OptimizerKind::Update), so slices stepped in
   // turn give what one Step gives. The slice from element 0 starts the
   // step (its state is made and its count goes up, as Step does); the

@@ -225,8 +225,11 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
       if (holders == 0) continue;
       ++present_count;
       present_bytes += groups_[g].params[i]->byte_size();
+      // A parameter of no elements is in no piece of a reduce-scatter, so
+      // it could not count its step there.
       if (holders != static_cast<float>(world) ||
-          groups_[g].params[i]->dtype() != DType::kFloat32) {
+          groups_[g].params[i]->dtype() != DType::kFloat32 ||
+          groups_[g].params[i]->num_elements() == 0) {
         reduce_in_place_ = false;
       }
     }
@@ -429,13 +432,14 @@ absl::Status ZeroOptimizer::ReduceAndStepPiecewise(
   absl::Status local;
   for (const GradientBucket& bucket : plan) {
     const int64_t block_begin = BlockBegin(bucket, tensors_->rank());
+    size_t next_entry = 0;
     absl::Status status = tensors_->ReduceScatterSegmentsPiecewise(
         GradientSpans(bucket, grads), ReduceOp::kAverage,
         [&](size_t at, absl::Span<const float> averages) {
           if (!local.ok()) return;
-          local = StepReducedPiece(bucket, groups_,
-                                   block_begin + static_cast<int64_t>(at),
-                                   averages, steppers_, &changing_);
+          local = StepReducedPiece(
+              bucket, groups_, block_begin + static_cast<int64_t>(at), averages,
+              steppers_, &next_entry, &changing_);
         });
     if (!status.ok()) return status;
     status = GatherStepped(bucket);

@@ -622,6 +622,26 @@ TEST(ZeroCollectivesTest, EachModeSendsTheModelThroughItsCollectives) {
   }
 }
 
+// A parameter of no elements would be in no piece of an in-place
+// reduce-scatter, and so never count its step: with one present, the
+// gradients are copied into buckets (where StepBucket steps it).
+TEST(ZeroCollectivesTest, AnEmptyParameterKeepsTheGradientsCopied) {
+  zero_testing::OnRanks(2, [&](Communicator& gloo) {
+    CountingCommunicator c(gloo);
+    ZeroOptions options;
+    options.gradient_sharded = true;
+    options.bucket_bytes = 1 << 20;
+    // 512 KiB each: 439 KiB on average with the empty one, enough to be
+    // reduced in place otherwise.
+    std::vector<ParamSpec> specs(6, ParamSpec{{128 * 1024}});
+    specs.push_back(ParamSpec{{0}});
+    absl::StatusOr<std::vector<Tensor>> stepped = OneSgdStep(c, specs, options);
+    ASSERT_TRUE(stepped.ok()) << stepped.status();
+    EXPECT_EQ(c.reduce_scatter_segments_bytes, 0u);
+    EXPECT_EQ(c.reduce_scatter_bytes, 6 * 128 * 1024 * sizeof(float));
+  });
+}
+
 // Gradient-sharded with small parameters (1 KiB each), the gradients are
 // copied into buckets and reduce-scattered there: one message a bucket,
 // not one a parameter.
