@@ -4,26 +4,17 @@
 // gradients) counts too.
 #include "common/heap_trim.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/base/config.h"
+#include "common/resident_memory.h"
 #include "gtest/gtest.h"
 
 namespace distopt {
 namespace {
-
-int64_t ResidentBytes() {
-  FILE* statm = std::fopen("/proc/self/statm", "r");
-  long pages = 0, resident = 0;
-  if (statm == nullptr) return -1;
-  const int read = std::fscanf(statm, "%ld %ld", &pages, &resident);
-  std::fclose(statm);
-  return read == 2 ? resident * 4096 : -1;
-}
 
 // On a thread of its own: `blocks` blocks of 64 KiB (below glibc's mmap
 // threshold, so they come from a heap) written to, one more kept above

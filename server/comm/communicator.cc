@@ -125,8 +125,8 @@ absl::Status Communicator::ReduceScatterSegments(
   }
   absl::StatusOr<absl::Span<float>> block = PackedReduceScatter(inputs, op);
   if (!block.ok()) return block.status();
-  absl::StatusOr<DeviceBuffer*> packing = Packing();
-  return AsCollectiveFailure((*packing)->backend().CopyWithinDevice(
+  // The block lies in packing_, made by then.
+  return AsCollectiveFailure(packing_->backend().CopyWithinDevice(
       output.data(), block->data(), output.size() * sizeof(float)));
 }
 

@@ -1,11 +1,8 @@
 #include "server/daemon/worker_gauges.h"
 
-#include <unistd.h>
-
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
 #include "common/cuda_ops.h"
+#include "common/resident_memory.h"
 #include "common/version.h"
 
 namespace distopt {
@@ -41,18 +38,6 @@ ClientMetric Labelled(std::vector<ClientMetric::Label> labels, MetricType type,
   return metric;
 }
 
-// Resident memory from /proc/self/statm (pages), -1 if unreadable.
-double ResidentBytes() {
-  FILE* statm = std::fopen("/proc/self/statm", "r");
-  if (statm == nullptr) return -1;
-  long size = 0, resident = 0;
-  const int read = std::fscanf(statm, "%ld %ld", &size, &resident);
-  std::fclose(statm);
-  if (read != 2) return -1;
-  return static_cast<double>(resident) *
-         static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
 }  // namespace
 
 std::vector<MetricFamily> WorkerGauges::Collect() const {
@@ -69,9 +54,9 @@ std::vector<MetricFamily> WorkerGauges::Collect() const {
                 {"device", s.device}},
                MetricType::Gauge, 1));
   families.push_back(std::move(build));
-  families.push_back(One("distopt_resident_memory_bytes",
-                         "The daemon's resident memory (RSS)",
-                         MetricType::Gauge, ResidentBytes()));
+  families.push_back(
+      One("distopt_resident_memory_bytes", "The daemon's resident memory (RSS)",
+          MetricType::Gauge, static_cast<double>(ResidentBytes())));
 
   const ParameterStore::Census census = s.parameters->Count();
   families.push_back(One("distopt_parameters", "Parameters held",

@@ -301,12 +301,6 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   return true;
 }
 
-absl::Status ZeroOptimizer::Fill(const GradientBucket& bucket,
-                                 const GroupGradientPointers& grads,
-                                 absl::Span<float> values) {
-  return FillBucket(bucket, grads, values, *device_);
-}
-
 absl::Status ZeroOptimizer::Reduce(const GradientBucket& bucket,
                                    absl::Span<float> values) {
   if (bucket.size == 0) return absl::OkStatus();
@@ -341,7 +335,7 @@ absl::Status ZeroOptimizer::ReduceAndStep(
   for (size_t k = 0; k < plan.size(); ++k) {
     const GradientBucket& bucket = plan[k];
     absl::Span<float> values = scratch->subspan(0, bucket.size);
-    if (local.ok()) local = Fill(bucket, grads, values);
+    if (local.ok()) local = FillBucket(bucket, grads, values, *device_);
     if (!local.ok()) ZeroFill(values);
     absl::Status status = Reduce(bucket, values);
     if (!status.ok()) return status;
@@ -401,7 +395,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
   });
   absl::Status local;
   auto fill = [&](size_t k) {
-    if (local.ok()) local = Fill(plan[k], grads, values(k));
+    if (local.ok()) local = FillBucket(plan[k], grads, values(k), *device_);
     if (!local.ok()) ZeroFill(values(k));
     filled[k].Notify();
   };

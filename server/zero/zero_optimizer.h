@@ -184,10 +184,6 @@ class ZeroOptimizer {
   // One step round; false when no rank was active.
   absl::StatusOr<bool> Round(const GroupGradientPointers& grads, bool active,
                              const absl::Status& refused);
-  // Copies this rank's gradients into the bucket's values.
-  absl::Status Fill(const GradientBucket& bucket,
-                    const GroupGradientPointers& grads,
-                    absl::Span<float> values);
   // Averages one bucket across ranks in `values`: every rank all of it
   // (ZeRO-1), or gradient-sharded its own block.
   absl::Status Reduce(const GradientBucket& bucket, absl::Span<float> values);
