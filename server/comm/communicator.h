@@ -118,10 +118,12 @@ class Communicator {
   // during the call only. So a consumer (an optimizer stepping those
   // elements) reads them while they are in cache, and no buffer of the
   // block's size is written and read again.
-  // `take` runs on the calling thread, between the ring's transfers: its
-  // time counts in the collective's (against its timeout, and in its
-  // metrics), and it must not throw nor call the communicator. This
-  // default hands over the block whole (once, empty or not), reduced in
+  // `take` is called one piece at a time, while the call lasts: on the
+  // calling thread, or on a thread beside the transfers (gloo's ring, so
+  // that the next pieces arrive while one is taken). Its time counts in
+  // the collective's (against its timeout, and in its metrics), and it
+  // must not throw nor call the communicator. This default hands over the
+  // block whole (once, empty or not), on the calling thread, reduced in
   // the AllGatherSegments buffer as above.
   using ReducedPieces =
       absl::FunctionRef<void(size_t at, absl::Span<const float> values)>;

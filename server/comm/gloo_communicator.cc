@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,7 @@
 #include "gloo/types.h"
 #include "server/comm/block_offsets.h"
 #include "server/comm/collective_metrics.h"
+#include "server/comm/piece_handoff.h"
 
 namespace distopt {
 namespace {
@@ -39,6 +41,9 @@ constexpr uint8_t kRingSlotPrefix = 0x41;
 // take larger chunks, and ReduceScatterSegments refuses more pieces.
 constexpr size_t kRingChunkBytes = size_t{1} << 20;
 constexpr int kChunkBits = 24;
+// The chunks a piecewise reduce-scatter's last step receives into (at
+// most): two in flight while the pieces of the others are added and taken.
+constexpr size_t kHandoffChunks = 4;
 
 // How long a rank waits for a peer that gave its address to connect. gloo
 // waits 5 times its context's timeout for a pair's first connection.
@@ -173,9 +178,10 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
-  // The ring reduce-scatters' two chunks (2 MiB at most, whatever the
-  // model) and ReduceScatterSegments' partial sums (blocks of the caller's
-  // bucket) too.
+  // The ring reduce-scatters' chunks (two, or up to four of them handing
+  // pieces on: 4 MiB at most, whatever the model) and
+  // ReduceScatterSegments' partial sums (blocks of the caller's bucket)
+  // too.
   int64_t kept_bytes() const override {
     return Communicator::kept_bytes() +
            static_cast<int64_t>(
@@ -373,7 +379,9 @@ class GlooCommunicator : public Communicator {
     return SegmentRing(inputs, &output, op, nullptr);
   }
   // The same ring, the last step's pieces averaged into the chunk they
-  // arrived in and handed to `take` from there.
+  // arrived in and handed to `take` from there, on a thread beside the
+  // ring (PieceHandoff): while one piece is taken, the next ones arrive
+  // and are added. Up to four chunks, two blocks at most.
   absl::Status ReduceScatterSegmentsPiecewise(
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       ReduceOp op, ReducedPieces take) override {
@@ -429,7 +437,15 @@ class GlooCommunicator : public Communicator {
     }
     const size_t largest = *std::max_element(counts.begin(), counts.end());
     const size_t window = std::min(chunk, std::max<size_t>(largest, 1));
-    if (ring_scratch_.size() < 2 * window) ring_scratch_.resize(2 * window);
+    // Handing pieces on takes more chunks, as long as they hold two blocks
+    // at most (what a caller's bucket bounds: its blocks are half of it).
+    const size_t ring_chunks =
+        take != nullptr
+            ? std::clamp<size_t>(2 * largest / window, 2, kHandoffChunks)
+            : 2;
+    if (ring_scratch_.size() < ring_chunks * window) {
+      ring_scratch_.resize(ring_chunks * window);
+    }
     if (w > 2 && partial_sums_.size() < 2 * largest) {
       partial_sums_.resize(2 * largest);
     }
@@ -484,27 +500,43 @@ class GlooCommunicator : public Communicator {
                             : output != nullptr ? output->data()
                                                 : nullptr;
         const std::vector<SegmentPiece>& arriving = pieces[receive];
-        auto post = [&](size_t i) {
-          received->recv(Mod(r - 1, w), slots.of(s, i),
-                         (i % 2) * window * sizeof(float),
-                         arriving[i].length * sizeof(float));
+        // Pieces handed on are taken beside the ring (see PieceHandoff),
+        // which keeps more chunks busy: one being added, some waiting to
+        // be taken.
+        std::optional<PieceHandoff> handoff;
+        if (last && take != nullptr) handoff.emplace(*take);
+        const size_t chunks = handoff ? ring_chunks : 2;
+        // Receives are posted in order, each into its piece's chunk once
+        // the chunk's last piece is done with.
+        size_t posted = 0;
+        auto post_before = [&](size_t end) {
+          for (; posted < std::min(end, arriving.size()); ++posted) {
+            received->recv(Mod(r - 1, w), slots.of(s, posted),
+                           (posted % chunks) * window * sizeof(float),
+                           arriving[posted].length * sizeof(float));
+          }
         };
-        for (size_t i = 0; i < std::min<size_t>(2, arriving.size()); ++i) {
-          post(i);
-        }
+        post_before(chunks);
         const bool average = last && op == ReduceOp::kAverage;
         for (size_t i = 0; i < arriving.size(); ++i) {
+          if (posted == i) {
+            // Its chunk still holds a piece the consumer has not taken.
+            handoff->AwaitTaken(i + 1 - chunks);
+            post_before(handoff->taken() + chunks);
+          }
           // Pieces from one peer arrive in order.
           received->waitRecv(deadline.left());
           const SegmentPiece& piece = arriving[i];
-          float* const in = ring_scratch_.data() + (i % 2) * window;
+          float* const in = ring_scratch_.data() + (i % chunks) * window;
           const float* own = inputs[receive][piece.segment].data() + piece.from;
           float* const out = into != nullptr ? into + piece.at : in;
           AddArrived(out, own, in, piece.length, average ? scale : 0.0f);
-          if (into == nullptr) {
-            (*take)(piece.at, absl::MakeConstSpan(out, piece.length));
+          if (handoff) {
+            handoff->Hand(piece.at, absl::MakeConstSpan(out, piece.length));
+            post_before(handoff->taken() + chunks);
+          } else {
+            post_before(i + 1 + chunks);
           }
-          if (i + 2 < arriving.size()) post(i + 2);
         }
         for (auto& [buffer, n] : sent) {
           for (size_t i = 0; i < n; ++i) buffer->waitSend(deadline.left());

@@ -138,9 +138,10 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
 // comes out bit for bit as ReduceScatterBlocks makes it from the same
 // values packed (the same additions in the same order), sums and averages,
 // for 1 to 4 ranks; blocks of several spans, of none, spans of no values
-// and one of more than a chunk (1 MiB). The inputs are only read. Handed
-// over piece by piece, the block comes in order, in pieces of a chunk at
-// most, with the same values, also when the consumer is slow.
+// and one of more than two chunks (1 MiB each). The inputs are only read.
+// Handed over piece by piece, the block comes in order, in pieces of a
+// chunk at most, with the same values, on a thread beside the ring's, also
+// when the consumer is slow.
 TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
   constexpr size_t kChunk = (1 << 20) / sizeof(float);
   for (int world = 1; world <= 4; ++world) {
@@ -149,7 +150,9 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
     for (int b = 0; b < world; ++b) {
       if (b == 1) continue;  // A block with no spans.
       sizes[b] = {300 + 17 * static_cast<size_t>(b), 0, 5};
-      if (b == world - 1) sizes[b].push_back(kChunk + 3);
+      // Two chunks and a bit: the piecewise form hands this block's pieces
+      // on through four chunks, each taken by more than one piece.
+      if (b == world - 1) sizes[b].push_back(2 * kChunk + 3);
     }
     OnGlooRanks(world, [&](Communicator& c) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
@@ -178,10 +181,15 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
             c.ReduceScatterSegments(inputs, absl::MakeSpan(output), op).ok());
         std::vector<float> pieces;
         size_t largest_piece = 0;
+        const std::thread::id caller = std::this_thread::get_id();
         ASSERT_TRUE(
             c.ReduceScatterSegmentsPiecewise(
                  inputs, op,
                  [&](size_t at, absl::Span<const float> values) {
+                   // Beside the ring, which goes on meanwhile (one rank
+                   // has no ring: its own values, on the caller's thread).
+                   EXPECT_EQ(std::this_thread::get_id() == caller,
+                             world == 1);
                    // A chunk must not take the next pieces before its
                    // consumer is done with it: the last rank (whose block
                    // comes in the most pieces) reads late.

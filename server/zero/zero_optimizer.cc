@@ -246,7 +246,7 @@ absl::StatusOr<bool> ZeroOptimizer::Round(const GroupGradientPointers& grads,
   // flight take half each. Reduced in place, there is no gradient scratch;
   // sliced plans keep a block to half a bucket (1/W of it while every
   // owner has gradients left, and no more once one has the buckets to
-  // itself), so that the ring's chunks (two of a block at most) and at
+  // itself), so that the ring's chunks (two blocks' worth at most) and at
   // W > 2 its partial sums of two blocks take a bucket at most.
   const int64_t bucket_elements = std::max<int64_t>(
       1, options_.bucket_bytes / static_cast<int64_t>(sizeof(float)) /
@@ -415,7 +415,7 @@ absl::Status ZeroOptimizer::ReduceAndStepOverlapped(
 
 // The step runs inside the reduce-scatter, a piece (a ring chunk, 1 MiB)
 // at a time as its average arrives: its gradient is read while in cache,
-// and stepping takes the time the ring would wait for the next piece. So
+// and the ring receives the next pieces while one is stepped. So
 // there is nothing for overlap's second thread to do (the gather of one
 // bucket and the reduction of the next share the communicator), and no
 // bucket of averages. A local failure goes on through every collective,

@@ -1,0 +1,55 @@
+#include "server/comm/piece_handoff.h"
+
+namespace distopt {
+
+PieceHandoff::PieceHandoff(Take take)
+    : take_(take), thread_([this] { Run(); }) {}
+
+PieceHandoff::~PieceHandoff() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  thread_.join();
+}
+
+void PieceHandoff::Hand(size_t at, absl::Span<const float> values) {
+  absl::MutexLock lock(&mu_);
+  queue_.emplace_back(at, values);
+}
+
+size_t PieceHandoff::taken() const {
+  absl::MutexLock lock(&mu_);
+  return taken_;
+}
+
+void PieceHandoff::AwaitTaken(size_t count) const {
+  absl::MutexLock lock(&mu_);
+  const std::pair<const size_t*, size_t> wait(&taken_, count);
+  mu_.Await(absl::Condition(
+      +[](const std::pair<const size_t*, size_t>* w) {
+        return *w->first >= w->second;
+      },
+      &wait));
+}
+
+bool PieceHandoff::HasWorkOrEnds() const { return closing_ || !queue_.empty(); }
+
+void PieceHandoff::Run() {
+  while (true) {
+    std::pair<size_t, absl::Span<const float>> piece;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &PieceHandoff::HasWorkOrEnds));
+      // Closing drains the queue first: every handed piece is taken.
+      if (queue_.empty()) return;
+      piece = queue_.front();
+      queue_.pop_front();
+    }
+    take_(piece.first, piece.second);
+    absl::MutexLock lock(&mu_);
+    ++taken_;
+  }
+}
+
+}  // namespace distopt
