@@ -133,6 +133,18 @@ void AddArrived(float* out, const float* own, const float* in, size_t length,
   }
 }
 
+// Makes `buffer` hold `n` elements at least: kept between calls, its
+// capacity counts as scratch (kept_bytes), so when it must grow it grows
+// to `n` exactly, not to a vector's doubling. Its values are not kept.
+void GrowExactly(std::vector<float>& buffer, size_t n) {
+  if (buffer.size() >= n) return;
+  if (buffer.capacity() >= n) {
+    buffer.resize(n);
+    return;
+  }
+  std::vector<float>(n).swap(buffer);
+}
+
 // Runs a gloo call and turns its exceptions into a status naming `what`.
 template <typename Call>
 absl::Status RunGuarded(absl::string_view what, Call call) {
@@ -306,7 +318,8 @@ class GlooCommunicator : public Communicator {
       const size_t largest = *std::max_element(counts.begin(), counts.end());
       const size_t chunk = std::max<size_t>(kRingChunkBytes / sizeof(float),
                                             (largest >> kChunkBits) + 1);
-      ring_scratch_.resize(2 * std::min(chunk, std::max<size_t>(largest, 1)));
+      GrowExactly(ring_scratch_,
+                  2 * std::min(chunk, std::max<size_t>(largest, 1)));
       absl::Status status =
           Guard("reduce-scatter", values.size() * sizeof(float), [&] {
             auto outgoing = context_->createUnboundBuffer(
@@ -371,8 +384,9 @@ class GlooCommunicator : public Communicator {
   // arrives is added to this rank's input for it: into `output` at the
   // last step (this rank's own block, averaged there as in
   // ReduceScatterBlocks, with the same roundings), into a partial sum
-  // before it. Scratch: the two chunks the pieces arrive in, and for W > 2
-  // two blocks' partial sums; kept between calls.
+  // before it. Scratch: the two chunks the pieces arrive in (up to four
+  // handing them on, below), and for W > 2 two blocks' partial sums; kept
+  // between calls.
   absl::Status ReduceScatterSegments(
       const std::vector<std::vector<absl::Span<const float>>>& inputs,
       absl::Span<float> output, ReduceOp op) override {
@@ -443,12 +457,8 @@ class GlooCommunicator : public Communicator {
         take != nullptr
             ? std::clamp<size_t>(2 * largest / window, 2, kHandoffChunks)
             : 2;
-    if (ring_scratch_.size() < ring_chunks * window) {
-      ring_scratch_.resize(ring_chunks * window);
-    }
-    if (w > 2 && partial_sums_.size() < 2 * largest) {
-      partial_sums_.resize(2 * largest);
-    }
+    GrowExactly(ring_scratch_, ring_chunks * window);
+    if (w > 2) GrowExactly(partial_sums_, 2 * largest);
     const float scale = 1.0f / static_cast<float>(w);
     size_t total = 0;
     for (size_t count : counts) total += count;
@@ -519,7 +529,7 @@ class GlooCommunicator : public Communicator {
         post_before(chunks);
         const bool average = last && op == ReduceOp::kAverage;
         for (size_t i = 0; i < arriving.size(); ++i) {
-          if (posted == i) {
+          if (handoff && posted == i) {
             // Its chunk still holds a piece the consumer has not taken.
             handoff->AwaitTaken(i + 1 - chunks);
             post_before(handoff->taken() + chunks);
@@ -541,6 +551,9 @@ class GlooCommunicator : public Communicator {
         for (auto& [buffer, n] : sent) {
           for (size_t i = 0; i < n; ++i) buffer->waitSend(deadline.left());
         }
+        // What a take threw, thrown here once the ring's transfers and
+        // every piece are done.
+        if (handoff) handoff->Finish();
       }
     });
   }
@@ -730,7 +743,8 @@ class GlooCommunicator : public Communicator {
     size_t at;
   };
 
-  // The reduce-scatters' two chunks of incoming values.
+  // The reduce-scatters' chunks of incoming values (two, or up to four
+  // handing pieces on).
   std::vector<float> ring_scratch_;
   // ReduceScatterSegments' partial sums of two blocks (W > 2).
   std::vector<float> partial_sums_;

@@ -138,92 +138,99 @@ TEST(GlooCommunicatorTest, ReduceScatterBlocksSumsEachRanksBlock) {
 // comes out bit for bit as ReduceScatterBlocks makes it from the same
 // values packed (the same additions in the same order), sums and averages,
 // for 1 to 4 ranks; blocks of several spans, of none, spans of no values
-// and one of more than two chunks (1 MiB each). The inputs are only read.
+// and the last block's many small spans and one large: half a chunk, one
+// and a half, or two and a bit (1 MiB each). The inputs are only read.
 // Handed over piece by piece, the block comes in order, in pieces of a
 // chunk at most, with the same values, on a thread beside the ring's, also
-// when the consumer is slow.
+// when the consumer is slow: its pieces pass through two, three or four
+// chunks (as the large span makes it), each taken by several pieces.
 TEST(GlooCommunicatorTest, ReduceScatterSegmentsMatchesThePackedRing) {
   constexpr size_t kChunk = (1 << 20) / sizeof(float);
   for (int world = 1; world <= 4; ++world) {
-    // Span sizes per block.
-    std::vector<std::vector<size_t>> sizes(world);
-    for (int b = 0; b < world; ++b) {
-      if (b == 1) continue;  // A block with no spans.
-      sizes[b] = {300 + 17 * static_cast<size_t>(b), 0, 5};
-      // Two chunks and a bit: the piecewise form hands this block's pieces
-      // on through four chunks, each taken by more than one piece.
-      if (b == world - 1) sizes[b].push_back(2 * kChunk + 3);
-    }
-    OnGlooRanks(world, [&](Communicator& c) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
-        std::vector<std::vector<std::vector<float>>> memory(world);
-        std::vector<std::vector<absl::Span<const float>>> inputs(world);
-        std::vector<float> packed;
-        std::vector<size_t> counts(world, 0);
-        for (int b = 0; b < world; ++b) {
-          for (size_t size : sizes[b]) {
-            std::vector<float> span(size);
-            for (size_t e = 0; e < size; ++e) {
-              span[e] = std::sin(0.37f * static_cast<float>(packed.size()) +
-                                 static_cast<float>(c.rank()));
-              packed.push_back(span[e]);
-            }
-            counts[b] += size;
-            memory[b].push_back(std::move(span));
-          }
-          for (const std::vector<float>& span : memory[b]) {
-            inputs[b].push_back(absl::MakeConstSpan(span));
-          }
-        }
-        const std::vector<float> original = packed;
-        std::vector<float> output(counts[c.rank()], -1.0f);
-        ASSERT_TRUE(
-            c.ReduceScatterSegments(inputs, absl::MakeSpan(output), op).ok());
-        std::vector<float> pieces;
-        size_t largest_piece = 0;
-        const std::thread::id caller = std::this_thread::get_id();
-        ASSERT_TRUE(
-            c.ReduceScatterSegmentsPiecewise(
-                 inputs, op,
-                 [&](size_t at, absl::Span<const float> values) {
-                   // Beside the ring, which goes on meanwhile (one rank
-                   // has no ring: its own values, on the caller's thread).
-                   EXPECT_EQ(std::this_thread::get_id() == caller,
-                             world == 1);
-                   // A chunk must not take the next pieces before its
-                   // consumer is done with it: the last rank (whose block
-                   // comes in the most pieces) reads late.
-                   if (c.rank() == world - 1) {
-                     absl::SleepFor(absl::Milliseconds(2));
-                   }
-                   EXPECT_EQ(at, pieces.size());
-                   largest_piece = std::max(largest_piece, values.size());
-                   pieces.insert(pieces.end(), values.begin(), values.end());
-                 })
-                .ok());
-        EXPECT_LE(largest_piece, kChunk);
-        ASSERT_EQ(pieces.size(), output.size());
-        for (size_t e = 0; e < output.size(); ++e) {
-          ASSERT_EQ(pieces[e], output[e])
-              << "world " << world << " element " << e;
-        }
-        ASSERT_TRUE(
-            c.ReduceScatterBlocks(absl::MakeSpan(packed), counts, op).ok());
-        size_t begin = 0;
-        for (int r = 0; r < c.rank(); ++r) begin += counts[r];
-        for (size_t e = 0; e < output.size(); ++e) {
-          ASSERT_EQ(output[e], packed[begin + e])
-              << "world " << world << " element " << e << " average "
-              << (op == ReduceOp::kAverage);
-        }
-        size_t e = 0;
-        for (int b = 0; b < world; ++b) {
-          for (const std::vector<float>& span : memory[b]) {
-            for (float value : span) ASSERT_EQ(value, original[e++]);
-          }
+    for (size_t large :
+         {kChunk / 2 + 11, kChunk + kChunk / 2 + 7, 2 * kChunk + 3}) {
+      // Span sizes per block.
+      std::vector<std::vector<size_t>> sizes(world);
+      for (int b = 0; b < world; ++b) {
+        if (b == 1 && b != world - 1) continue;  // A block with no spans.
+        sizes[b] = {300 + 17 * static_cast<size_t>(b), 0, 5};
+        if (b == world - 1) {
+          sizes[b].insert(sizes[b].end(), 12, 100);
+          sizes[b].push_back(large);
         }
       }
-    });
+      SCOPED_TRACE(absl::StrCat("world ", world, " large span ", large));
+      OnGlooRanks(world, [&](Communicator& c) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+          std::vector<std::vector<std::vector<float>>> memory(world);
+          std::vector<std::vector<absl::Span<const float>>> inputs(world);
+          std::vector<float> packed;
+          std::vector<size_t> counts(world, 0);
+          for (int b = 0; b < world; ++b) {
+            for (size_t size : sizes[b]) {
+              std::vector<float> span(size);
+              for (size_t e = 0; e < size; ++e) {
+                span[e] = std::sin(0.37f * static_cast<float>(packed.size()) +
+                                   static_cast<float>(c.rank()));
+                packed.push_back(span[e]);
+              }
+              counts[b] += size;
+              memory[b].push_back(std::move(span));
+            }
+            for (const std::vector<float>& span : memory[b]) {
+              inputs[b].push_back(absl::MakeConstSpan(span));
+            }
+          }
+          const std::vector<float> original = packed;
+          std::vector<float> output(counts[c.rank()], -1.0f);
+          ASSERT_TRUE(
+              c.ReduceScatterSegments(inputs, absl::MakeSpan(output), op).ok());
+          std::vector<float> pieces;
+          size_t largest_piece = 0;
+          const std::thread::id caller = std::this_thread::get_id();
+          ASSERT_TRUE(
+              c.ReduceScatterSegmentsPiecewise(
+                   inputs, op,
+                   [&](size_t at, absl::Span<const float> values) {
+                     // Beside the ring, which goes on meanwhile (one rank
+                     // has no ring: its own values, on the caller's thread).
+                     EXPECT_EQ(std::this_thread::get_id() == caller,
+                               world == 1);
+                     // A chunk must not take the next pieces before its
+                     // consumer is done with it: the last rank (whose block
+                     // comes in the most pieces) reads late.
+                     if (c.rank() == world - 1) {
+                       absl::SleepFor(absl::Milliseconds(2));
+                     }
+                     EXPECT_EQ(at, pieces.size());
+                     largest_piece = std::max(largest_piece, values.size());
+                     pieces.insert(pieces.end(), values.begin(), values.end());
+                   })
+                  .ok());
+          EXPECT_LE(largest_piece, kChunk);
+          ASSERT_EQ(pieces.size(), output.size());
+          for (size_t e = 0; e < output.size(); ++e) {
+            ASSERT_EQ(pieces[e], output[e])
+                << "world " << world << " element " << e;
+          }
+          ASSERT_TRUE(
+              c.ReduceScatterBlocks(absl::MakeSpan(packed), counts, op).ok());
+          size_t begin = 0;
+          for (int r = 0; r < c.rank(); ++r) begin += counts[r];
+          for (size_t e = 0; e < output.size(); ++e) {
+            ASSERT_EQ(output[e], packed[begin + e])
+                << "world " << world << " element " << e << " average "
+                << (op == ReduceOp::kAverage);
+          }
+          size_t e = 0;
+          for (int b = 0; b < world; ++b) {
+            for (const std::vector<float>& span : memory[b]) {
+              for (float value : span) ASSERT_EQ(value, original[e++]);
+            }
+          }
+        }
+      });
+    }
   }
 }
 
@@ -266,7 +273,10 @@ TEST(GlooCommunicatorTest, ReduceScatterSegmentsDefaultPacks) {
 
 // What the ring reduce-scatter keeps between calls counts in kept_bytes
 // (and so in a ZeRO rank's scratch bytes): the two chunks that values
-// arrive in, each as large as the largest block up to 1 MiB.
+// arrive in, each as large as the largest block up to 1 MiB; handing
+// pieces on, up to four such chunks, two blocks' worth at most. Grown from
+// call to call, it is what the largest call took, not a doubled vector's
+// capacity.
 TEST(GlooCommunicatorTest, KeptBytesCountTheRingsChunks) {
   OnGlooRanks(2, [&](Communicator& c) {
     EXPECT_EQ(c.kept_bytes(), 0);
@@ -277,6 +287,20 @@ TEST(GlooCommunicatorTest, KeptBytesCountTheRingsChunks) {
     const int64_t chunks = 2 * 10000 * sizeof(float);
     EXPECT_GE(c.kept_bytes(), chunks);
     EXPECT_LT(c.kept_bytes(), 2 * chunks);
+    constexpr size_t kChunk = (1 << 20) / sizeof(float);
+    // Blocks of one and a half chunks (three chunks), then of three (four).
+    for (size_t block : {kChunk + kChunk / 2, 3 * kChunk}) {
+      std::vector<float> a(block, 1.0f), b(block, 2.0f);
+      const std::vector<std::vector<absl::Span<const float>>> inputs = {
+          {absl::MakeConstSpan(a)}, {absl::MakeConstSpan(b)}};
+      ASSERT_TRUE(
+          c.ReduceScatterSegmentsPiecewise(
+               inputs, ReduceOp::kSum, [](size_t, absl::Span<const float>) {})
+              .ok());
+      const int64_t expected =
+          (block < 2 * kChunk ? 3 : 4) * kChunk * sizeof(float);
+      EXPECT_EQ(c.kept_bytes(), expected) << block;
+    }
   });
 }
 

@@ -16,6 +16,7 @@ PieceHandoff::~PieceHandoff() {
 void PieceHandoff::Hand(size_t at, absl::Span<const float> values) {
   absl::MutexLock lock(&mu_);
   queue_.emplace_back(at, values);
+  ++handed_;
 }
 
 size_t PieceHandoff::taken() const {
@@ -33,9 +34,25 @@ void PieceHandoff::AwaitTaken(size_t count) const {
       &wait));
 }
 
+void PieceHandoff::Finish() {
+  std::exception_ptr failure;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::pair<const size_t*, const size_t*> wait(&taken_, &handed_);
+    mu_.Await(absl::Condition(
+        +[](const std::pair<const size_t*, const size_t*>* w) {
+          return *w->first >= *w->second;
+        },
+        &wait));
+    failure = failure_;
+  }
+  if (failure != nullptr) std::rethrow_exception(failure);
+}
+
 bool PieceHandoff::HasWorkOrEnds() const { return closing_ || !queue_.empty(); }
 
 void PieceHandoff::Run() {
+  bool failed = false;
   while (true) {
     std::pair<size_t, absl::Span<const float>> piece;
     {
@@ -46,8 +63,19 @@ void PieceHandoff::Run() {
       piece = queue_.front();
       queue_.pop_front();
     }
-    take_(piece.first, piece.second);
+    // An exception must not leave this thread (that would end the
+    // process): it goes to Finish, on the ring's thread.
+    std::exception_ptr failure;
+    if (!failed) {
+      try {
+        take_(piece.first, piece.second);
+      } catch (...) {
+        failure = std::current_exception();
+        failed = true;
+      }
+    }
     absl::MutexLock lock(&mu_);
+    if (failure != nullptr) failure_ = failure;
     ++taken_;
   }
 }

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <thread>
 #include <utility>
 
@@ -45,6 +46,11 @@ class PieceHandoff {
   // Waits until at least `count` pieces have been taken (`count` must not
   // exceed the pieces handed).
   void AwaitTaken(size_t count) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until every handed piece is taken, then throws here, on the
+  // caller's thread, what a take threw (the first; the pieces after it
+  // are counted as taken without being taken, so that the ring goes on to
+  // its end, and then fails as it did when it called take itself).
+  void Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   bool HasWorkOrEnds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -54,7 +60,9 @@ class PieceHandoff {
   mutable absl::Mutex mu_;
   std::deque<std::pair<size_t, absl::Span<const float>>> queue_
       ABSL_GUARDED_BY(mu_);
+  size_t handed_ ABSL_GUARDED_BY(mu_) = 0;
   size_t taken_ ABSL_GUARDED_BY(mu_) = 0;
+  std::exception_ptr failure_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -1,6 +1,7 @@
 #include "server/comm/piece_handoff.h"
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -55,6 +56,47 @@ TEST(PieceHandoffTest, TakenCountsPiecesOnlyOnceDone) {
   handoff.AwaitTaken(2);
   EXPECT_EQ(returned, 2);
   EXPECT_EQ(handoff.taken(), 2u);
+}
+
+// A take that throws does not end the process from the handoff's thread:
+// the pieces after it are counted, not taken, and Finish throws the
+// exception on the caller's thread once all are done.
+TEST(PieceHandoffTest, FinishThrowsWhatATakeThrew) {
+  std::vector<size_t> taken_at;
+  auto take = [&](size_t at, absl::Span<const float>) {
+    if (at == 1) throw std::runtime_error("take failed");
+    taken_at.push_back(at);
+  };
+  PieceHandoff handoff(take);
+  const float value = 1;
+  for (size_t at = 0; at < 3; ++at) {
+    handoff.Hand(at, absl::MakeConstSpan(&value, 1));
+  }
+  EXPECT_THROW(
+      {
+        try {
+          handoff.Finish();
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "take failed");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_EQ(handoff.taken(), 3u);
+  EXPECT_EQ(taken_at, std::vector<size_t>{0});
+}
+
+// Nothing handed: Finish and the destructor return at once.
+TEST(PieceHandoffTest, NothingHandedFinishesAtOnce) {
+  bool called = false;
+  auto take = [&](size_t, absl::Span<const float>) { called = true; };
+  {
+    PieceHandoff handoff(take);
+    handoff.AwaitTaken(0);
+    handoff.Finish();
+    EXPECT_EQ(handoff.taken(), 0u);
+  }
+  EXPECT_FALSE(called);
 }
 
 }  // namespace
