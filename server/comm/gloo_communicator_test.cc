@@ -424,8 +424,13 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
     options.rank = 1;
     options.size = 2;
     options.timeout = absl::Seconds(3);
-    // Joins, then goes away without taking part in the all-reduce.
-    EXPECT_TRUE(CreateGlooCommunicator(options, &rendezvous).ok());
+    // Joins, then goes away without taking part in the all-reduce: once
+    // the survivor has made its communicator too (going away before that
+    // fails the survivor's connecting, not its all-reduce).
+    absl::StatusOr<std::unique_ptr<Communicator>> joined =
+        CreateGlooCommunicator(options, &rendezvous);
+    EXPECT_TRUE(joined.ok()) << joined.status();
+    EXPECT_TRUE(rendezvous.Get("survivor_made", absl::Seconds(10)).ok());
   });
   GlooOptions options;
   options.rank = 0;
@@ -433,6 +438,7 @@ TEST(GlooCommunicatorTest, APeerThatDiesIsAnErrorOnTheSurvivor) {
   options.timeout = absl::Seconds(3);
   absl::StatusOr<std::unique_ptr<Communicator>> communicator =
       CreateGlooCommunicator(options, &rendezvous);
+  EXPECT_TRUE(rendezvous.Set("survivor_made", "1").ok());
   dying.join();
   ASSERT_TRUE(communicator.ok()) << communicator.status();
   std::vector<float> values(100, 1.0f);

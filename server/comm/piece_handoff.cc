@@ -35,15 +35,16 @@ void PieceHandoff::AwaitTaken(size_t count) const {
 }
 
 void PieceHandoff::Finish() {
+  // Only the caller hands pieces: what it handed stays put meanwhile.
+  size_t handed;
+  {
+    absl::MutexLock lock(&mu_);
+    handed = handed_;
+  }
+  AwaitTaken(handed);
   std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
-    const std::pair<const size_t*, const size_t*> wait(&taken_, &handed_);
-    mu_.Await(absl::Condition(
-        +[](const std::pair<const size_t*, const size_t*>* w) {
-          return *w->first >= *w->second;
-        },
-        &wait));
     failure = failure_;
   }
   if (failure != nullptr) std::rethrow_exception(failure);
