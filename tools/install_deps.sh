@@ -38,9 +38,9 @@ packages=(
   iproute2               # tests/multi_host_test.cc: namespaces, tc
   etcd-server            # --rendezvous=etcd://: server/comm's and tests/ etcd tests
   etcd-client            # etcdctl: tests/slurm_test.sh reads the ranks' records
-  # Fuzzing (tests/fuzz, tools/fuzz/run_fuzzers.sh, --config=fuzz): clang
-  # and its libFuzzer and sanitizer runtimes. g++ brings ASan, UBSan and
-  # TSan for --config=asan and --config=tsan.
+  # --config=asan and the fuzzers (tests/fuzz, tools/fuzz/run_fuzzers.sh,
+  # --config=fuzz): clang and its libFuzzer and sanitizer runtimes. g++
+  # brings TSan for --config=tsan.
   clang-14
   libclang-rt-14-dev
   # The Python package (python/) and its tests

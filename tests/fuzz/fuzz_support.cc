@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cpu_backend.h"
@@ -18,15 +19,11 @@ namespace distopt {
 namespace fuzz {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// A sanitizer reserves terabytes of address space for its shadow memory:
+// under one, an address-space limit would fail its first allocation.
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER) || \
+    defined(ABSL_HAVE_THREAD_SANITIZER) || defined(ABSL_HAVE_MEMORY_SANITIZER)
 constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 #else
 constexpr bool kSanitized = false;
 #endif

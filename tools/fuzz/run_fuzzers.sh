@@ -58,7 +58,9 @@ for target in "${targets[@]}"; do
   set -e
   executions=$(grep -oE 'stat::number_of_executed_units:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   per_second=$(grep -oE 'stat::average_exec_per_sec:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  # (Nothing matches when a target dies before its first input: the
+  # report below still names it.)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo 0)
   ft=$(grep -oE 'ft: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo 0)
   corpus=$(grep -oE 'corp: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || echo 0)
