@@ -26,6 +26,10 @@ size_t PieceHandoff::taken() const {
 
 void PieceHandoff::AwaitTaken(size_t count) const {
   absl::MutexLock lock(&mu_);
+  AwaitTakenLocked(count);
+}
+
+void PieceHandoff::AwaitTakenLocked(size_t count) const {
   const std::pair<const size_t*, size_t> wait(&taken_, count);
   mu_.Await(absl::Condition(
       +[](const std::pair<const size_t*, size_t>* w) {
@@ -35,16 +39,10 @@ void PieceHandoff::AwaitTaken(size_t count) const {
 }
 
 void PieceHandoff::Finish() {
-  // Only the caller hands pieces: what it handed stays put meanwhile.
-  size_t handed;
-  {
-    absl::MutexLock lock(&mu_);
-    handed = handed_;
-  }
-  AwaitTaken(handed);
   std::exception_ptr failure;
   {
     absl::MutexLock lock(&mu_);
+    AwaitTakenLocked(handed_);
     failure = failure_;
   }
   if (failure != nullptr) std::rethrow_exception(failure);

@@ -53,6 +53,7 @@ class PieceHandoff {
   void Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  void AwaitTakenLocked(size_t count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasWorkOrEnds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
