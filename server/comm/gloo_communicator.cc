@@ -18,11 +18,11 @@
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
-#include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "server/comm/block_offsets.h"
 #include "server/comm/collective_metrics.h"
+#include "server/comm/gloo_device.h"
 #include "server/comm/piece_handoff.h"
 
 namespace distopt {
@@ -763,9 +763,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout));
   std::shared_ptr<gloo::rendezvous::Context> context;
   absl::Status status = Guard("rendezvous", 0, [&] {
-    gloo::transport::tcp::attr attr(options.hostname.c_str());
     std::shared_ptr<gloo::transport::Device> device =
-        gloo::transport::tcp::CreateDevice(attr);
+        CreateGlooDevice(options.hostname);
     context =
         std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     // gloo waits for each pair to connect with its context's timeout, and

@@ -4,12 +4,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -301,6 +303,33 @@ TEST(GlooCommunicatorTest, KeptBytesCountTheRingsChunks) {
           (block < 2 * kChunk ? 3 : 4) * kChunk * sizeof(float);
       EXPECT_EQ(c.kept_bytes(), expected) << block;
     }
+  });
+}
+
+// How many of this process's threads run under `policy`.
+int ThreadsUnder(int policy) {
+  int count = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t thread = std::stoi(entry.path().filename().string());
+    if (sched_getscheduler(thread) == policy) ++count;  // -1 once gone.
+  }
+  return count;
+}
+
+// gloo's device threads (one per rank's communicator here) run under
+// SCHED_BATCH, so that one never preempts a collective's thread that holds
+// a pair's lock it then spins on (gloo_device.cc); the threads that made
+// the communicators are back under the default policy.
+TEST(GlooCommunicatorTest, DeviceThreadsDoNotPreemptTheCollectives) {
+  ASSERT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  OnGlooRanks(3, [](Communicator& c) {
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER) << c.rank();
+    ASSERT_TRUE(c.Barrier().ok());  // Every rank's communicator is made.
+    if (c.rank() == 0) {
+      EXPECT_GE(ThreadsUnder(SCHED_BATCH), 3);
+    }
+    ASSERT_TRUE(c.Barrier().ok());  // And kept until counted.
   });
 }
 
