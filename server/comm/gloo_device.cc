@@ -35,9 +35,9 @@ std::shared_ptr<gloo::transport::Device> CreateGlooDevice(
   // policy of the thread that makes it: this one, under SCHED_BATCH for
   // that moment only. A thread under another policy than the default (a
   // real-time one a user chose) is left as it is, and so is its device's.
-  sched_param param{};
+  // Both policies take priority 0, the only one they have.
+  const sched_param param{};
   const bool batched = sched_getscheduler(0) == SCHED_OTHER &&
-                       sched_getparam(0, &param) == 0 &&
                        sched_setscheduler(0, SCHED_BATCH, &param) == 0;
   absl::Cleanup restore = [&] {
     if (batched) sched_setscheduler(0, SCHED_OTHER, &param);
